@@ -1,0 +1,45 @@
+package prioq
+
+import "errors"
+
+// Every error prioq returns either is one of these sentinels or wraps one
+// (or wraps a Redis / network error), so errors.Is works on all of them.
+var (
+	// ErrInvalidPriority is returned when a priority lies outside the queue's layout.
+	ErrInvalidPriority = errors.New("prioq: invalid priority")
+	// ErrInvalidLayout is returned by Open for a layout that cannot be built
+	// (no levels, more than 64 levels or segments, lo > hi, a bound beyond ±2^53).
+	ErrInvalidLayout = errors.New("prioq: invalid layout")
+	// ErrInvalidName is returned by Open for an empty, too long or unsafe queue name.
+	ErrInvalidName = errors.New("prioq: invalid queue name")
+	// ErrInvalidID is returned for an empty, too long or non-printable message id.
+	ErrInvalidID = errors.New("prioq: invalid message id")
+	// ErrEmptyPayload is returned when a message has no payload.
+	ErrEmptyPayload = errors.New("prioq: empty payload")
+	// ErrPayloadTooLarge is returned when a payload exceeds Config.MaxPayload.
+	ErrPayloadTooLarge = errors.New("prioq: payload too large")
+	// ErrInvalidOption is returned for an option that makes no sense (a negative
+	// delay, a batch size below 1, ...).
+	ErrInvalidOption = errors.New("prioq: invalid option")
+	// ErrConfigMismatch is returned by Open when the queue already exists in Redis
+	// with another layout or delivery mode.
+	ErrConfigMismatch = errors.New("prioq: queue exists with a different configuration")
+	// ErrDuplicate is returned when a live message already has the given id.
+	ErrDuplicate = errors.New("prioq: duplicate id")
+	// ErrNotFound is returned when no waiting (ready or delayed) message has the given id.
+	ErrNotFound = errors.New("prioq: message not found")
+	// ErrCorrupt is returned when a stored envelope does not decode.
+	ErrCorrupt = errors.New("prioq: corrupt message")
+	// ErrWrongMode is returned when an operation needs the other delivery mode
+	// (for example Ack on an AtMostOnce message).
+	ErrWrongMode = errors.New("prioq: operation not supported in this delivery mode")
+	// ErrLeaseLost is returned by Ack, Retry and Extend when the message's lease
+	// expired and the message was (or will be) delivered again: the caller no
+	// longer owns it, and nothing was changed.
+	ErrLeaseLost = errors.New("prioq: lease lost")
+	// ErrClosed is returned by a Consumer after Close.
+	ErrClosed = errors.New("prioq: consumer closed")
+	// ErrScript is returned when a prioq Lua script answers with something it
+	// should never answer (a bug, or keys changed behind prioq's back).
+	ErrScript = errors.New("prioq: unexpected script reply")
+)

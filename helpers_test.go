@@ -1,0 +1,124 @@
+package prioq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq/internal/redisfind"
+)
+
+// One Redis for the whole package run; every test uses queues of its own.
+var testAddr string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelperProcess())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	srv, err := redisfind.Find(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prioq tests need Redis:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, "prioq tests: Redis from", srv.How)
+	testAddr = srv.Addr
+	// One pool for all tests. radix fills a pool in the background after New
+	// and Close waits 100 ms per connection that fill has not made yet, so a
+	// pool per test would cost seconds; see newClient.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	sharedClient, err = radix.PoolConfig{Size: 64}.New(ctx, "tcp", testAddr)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prioq tests: pool:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	sharedClient.Close()
+	srv.Stop()
+	os.Exit(code)
+}
+
+var sharedClient radix.Client
+
+// newClient returns the package's shared pool (64 connections: enough for the
+// blocking waits of every consumer a test runs at once).
+func newClient(t testing.TB) radix.Client {
+	t.Helper()
+	return sharedClient
+}
+
+// queueName is unique per test and run, and safe as a queue name.
+func queueName(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	n := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
+	if len(n) > 80 {
+		n = n[len(n)-80:]
+	}
+	return n + "." + hex.EncodeToString(b[:])
+}
+
+func openQueue(t testing.TB, c Client, cfg Config) *Queue {
+	t.Helper()
+	q, err := Open(context.Background(), c, queueName(t), cfg)
+	require.NoError(t, err)
+	return q
+}
+
+func newConsumer(t testing.TB, q *Queue, cfg ConsumerConfig) *Consumer {
+	t.Helper()
+	c, err := q.NewConsumer(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// existingKeys lists which of the queue's keys exist, meta aside.
+func existingKeys(t testing.TB, q *Queue) []string {
+	t.Helper()
+	var out []string
+	for _, k := range q.k.all() {
+		if k == q.k.meta {
+			continue
+		}
+		var n int
+		require.NoError(t, q.c.Do(context.Background(), radix.Cmd(&n, "EXISTS", k)))
+		if n == 1 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+var bothModes = []struct {
+	name string
+	mode Mode
+}{{"AtLeastOnce", AtLeastOnce}, {"AtMostOnce", AtMostOnce}}
+
+var someLayouts = []struct {
+	name   string
+	layout Layout
+}{
+	{"Levels5", Levels(5)},
+	{"Range", Range(-1000, 1000, 7)},
+}

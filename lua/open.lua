@@ -1,0 +1,14 @@
+-- open.lua: create a queue's meta record, or return the one already there.
+--
+-- KEYS[1]  prioq:{Q}:meta  HASH  layout, mode, format
+-- ARGV[1]  layout, e.g. "levels:3" or "range:-100:100:8"
+-- ARGV[2]  delivery mode, "at-least-once" or "at-most-once"
+-- ARGV[3]  storage format version
+-- Returns: {layout, mode, format} as stored; the caller compares. Creating and
+-- reading in one script means two processes opening a new queue with different
+-- configs cannot both succeed.
+local meta = KEYS[1]
+if redis.call('EXISTS', meta) == 0 then
+  redis.call('HSET', meta, 'layout', ARGV[1], 'mode', ARGV[2], 'format', ARGV[3])
+end
+return redis.call('HMGET', meta, 'layout', 'mode', 'format')

@@ -1,0 +1,20 @@
+-- peek.lua: read up to n ready messages in serving order, taking nothing.
+--
+-- KEYS[1..] lane keys, highest lane first
+-- ARGV[1]   n
+-- ARGV[2]   1 = lanes are lists, 2 = sorted sets (members carry 8 bytes of seq)
+-- Returns: the lane entries, in the order consumers would get them.
+local n, kind = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {}
+for _, key in ipairs(KEYS) do
+  local want = n - #out
+  if want <= 0 then break end
+  local items
+  if kind == 1 then
+    items = redis.call('LRANGE', key, 0, want - 1)
+  else
+    items = redis.call('ZRANGE', key, 0, want - 1)
+  end
+  for _, e in ipairs(items) do out[#out + 1] = e end
+end
+return out

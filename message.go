@@ -1,0 +1,201 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// Message is one delivered (or peeked) message.
+type Message struct {
+	// ID is the message's id: generated, or given with the ID option.
+	ID string
+	// Priority is the priority it was enqueued with.
+	Priority int64
+	// Payload is the message body.
+	Payload []byte
+	// Attempts counts deliveries including this one (AtLeastOnce); 0 for
+	// AtMostOnce messages and for peeked ones.
+	Attempts int
+	// EnqueuedAt is when the producer enqueued it (producer's clock, ms).
+	EnqueuedAt time.Time
+
+	callerID bool
+	q        *Queue
+	raw      []byte // the lane entry as taken, to put it back on Close
+	lane     int
+	token    string    // lease token (AtLeastOnce)
+	deadline time.Time // lease deadline (AtLeastOnce)
+}
+
+func newMessage(e envelope) *Message {
+	return &Message{
+		ID:         e.ID,
+		Priority:   e.Priority,
+		Payload:    e.Payload,
+		Attempts:   int(e.Attempts),
+		EnqueuedAt: time.UnixMilli(e.EnqueuedMs),
+		callerID:   e.CallerID,
+	}
+}
+
+// LeaseDeadline is when this delivery's lease ends (AtLeastOnce): after it the
+// message may be delivered to another consumer. Zero for AtMostOnce messages.
+func (m *Message) LeaseDeadline() time.Time { return m.deadline }
+
+func (m *Message) leased() error {
+	if m.q == nil || m.token == "" {
+		return fmt.Errorf("prioq: message %q: %w", m.ID, ErrWrongMode)
+	}
+	return nil
+}
+
+// Ack marks the message done and deletes it: one round trip, two commands.
+// It fails with ErrLeaseLost, changing nothing, when the lease expired and the
+// message was taken back; the work may then be done twice (at-least-once).
+// Cancelling ctx abandons the call: the ack may or may not have happened.
+func (m *Message) Ack(ctx context.Context) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	errs := m.q.ack(ctx, []*Message{m})
+	return errs[0]
+}
+
+// Retry gives the message back for another attempt after `after` (0: the
+// queue's Backoff for this attempt), recording reason as its last error. When
+// it has had MaxAttempts deliveries it goes to the dead-letter list instead.
+// ErrLeaseLost as for Ack. One round trip.
+func (m *Message) Retry(ctx context.Context, after time.Duration, reason string) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	if after <= 0 {
+		after = m.q.cfg.Backoff(m.Attempts)
+	}
+	return m.q.fail(ctx, m, after, reason, false)
+}
+
+// Extend moves the lease deadline to d from now. ErrLeaseLost as for Ack.
+// One round trip.
+func (m *Message) Extend(ctx context.Context, d time.Duration) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("%w: Extend(%v)", ErrInvalidOption, d)
+	}
+	deadline := time.Now().Add(d)
+	var ok int
+	err := m.q.c.Do(ctx, extendScript.Cmd(&ok, []string{m.q.k.leases}, m.token, fmtInt(deadline.UnixMilli())))
+	if err != nil {
+		return fmt.Errorf("prioq: extend %q: %w", m.ID, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("prioq: extend %q: %w", m.ID, ErrLeaseLost)
+	}
+	m.deadline = deadline
+	return nil
+}
+
+// AckBatch acknowledges many messages of one queue in one round trip and
+// returns one error per message (nil, ErrLeaseLost, or the Redis error).
+func AckBatch(ctx context.Context, msgs ...*Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	for _, m := range msgs {
+		if err := m.leased(); err != nil {
+			return fill(errs, err)
+		}
+		if m.q != msgs[0].q {
+			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
+		}
+	}
+	return msgs[0].q.ack(ctx, msgs)
+}
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// ack ends each message's lease in one round trip. For generated ids it is a
+// pipeline of ZREM + HDEL per message, no Lua: the ZREM reply is the fence (1
+// only while this delivery's lease token is current; an expired lease was
+// re-leased under a new token, so the HDEL of an old token never touches the
+// new delivery). Caller ids must be released only when the ack wins, which
+// needs the ZREM's answer first, so batches holding one go through ack.lua.
+func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
+	removed := make([]int, len(msgs))
+	var act radix.Action
+	if hasCallerID(msgs) {
+		args := make([]string, 0, 2*len(msgs))
+		for _, m := range msgs {
+			id := ""
+			if m.callerID {
+				id = m.ID
+			}
+			args = append(args, m.token, id)
+		}
+		act = ackScript.Cmd(&removed, []string{q.k.leases, q.k.inflight, q.k.ids}, args...)
+	} else {
+		p := radix.NewPipeline()
+		for i, m := range msgs {
+			p.Append(radix.Cmd(&removed[i], "ZREM", q.k.leases, m.token))
+			p.Append(radix.Cmd(nil, "HDEL", q.k.inflight, m.token))
+		}
+		act = p
+	}
+	errs := make([]error, len(msgs))
+	if err := q.c.Do(ctx, act); err != nil {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, err))
+	}
+	if len(removed) != len(msgs) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, ErrScript))
+	}
+	for i, m := range msgs {
+		if removed[i] == 0 {
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, ErrLeaseLost)
+		}
+	}
+	return errs
+}
+
+func hasCallerID(msgs []*Message) bool {
+	for _, m := range msgs {
+		if m.callerID {
+			return true
+		}
+	}
+	return false
+}
+
+// BackoffFunc returns how long to wait before the next attempt of a message
+// that has had `attempts` deliveries (1 after the first failure).
+type BackoffFunc func(attempts int) time.Duration
+
+// ExponentialBackoff doubles from base per attempt up to max, with "full
+// jitter" in the upper half ([d/2, d)), so retries of many messages failing
+// together spread out instead of arriving in waves.
+func ExponentialBackoff(base, max time.Duration) BackoffFunc {
+	return func(attempts int) time.Duration {
+		d := base
+		for i := 1; i < attempts && d < max; i++ {
+			d *= 2
+		}
+		if d > max {
+			d = max
+		}
+		if d <= 1 {
+			return d
+		}
+		return d/2 + rand.N(d/2)
+	}
+}

@@ -1,0 +1,208 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Option varies one Enqueue: Priority, Delay, At, ID.
+type Option func(*sendOptions)
+
+type sendOptions struct {
+	priority    int64
+	hasPriority bool
+	delay       time.Duration
+	at          time.Time
+	id          string
+	err         error
+}
+
+// Priority sets the message's priority; higher is served first. Without it a
+// message gets 0, or the range's lowest priority when 0 is outside the range.
+func Priority(p int64) Option {
+	return func(o *sendOptions) { o.priority, o.hasPriority = p, true }
+}
+
+// Delay makes the message ready d from now (producer's clock). A delay ≤ 0
+// means ready now; a negative delay is an error.
+func Delay(d time.Duration) Option {
+	return func(o *sendOptions) {
+		if d < 0 {
+			o.err = fmt.Errorf("%w: negative delay %v", ErrInvalidOption, d)
+		}
+		o.delay = d
+	}
+}
+
+// At makes the message ready at t (producer's clock). A time in the past means
+// ready now.
+func At(t time.Time) Option {
+	return func(o *sendOptions) { o.at = t }
+}
+
+// ID gives the message an id of the producer's choosing (1..128 printable ASCII
+// bytes). While a message with that id is alive (waiting, in flight, or dead),
+// enqueueing the id again stores nothing and reports ErrDuplicate, so a
+// producer can retry safely. Without it prioq generates a unique, time-ordered id.
+func ID(id string) Option {
+	return func(o *sendOptions) {
+		if err := validateID(id); err != nil {
+			o.err = err
+		}
+		o.id = id
+	}
+}
+
+// Item is one message of an EnqueueBatch.
+type Item struct {
+	Payload []byte
+	Options []Option
+}
+
+// Result is the outcome of one Item of an EnqueueBatch: its id, and nil or
+// ErrDuplicate.
+type Result struct {
+	ID  string
+	Err error
+}
+
+// prepared is one validated message, ready to be sent as 7 script arguments.
+type prepared struct {
+	id     string
+	caller bool
+	due    int64
+	lane   int
+	score  string
+	env    []byte
+}
+
+func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared, error) {
+	var o sendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return prepared{}, o.err
+	}
+	if len(payload) == 0 {
+		return prepared{}, ErrEmptyPayload
+	}
+	if len(payload) > q.cfg.MaxPayload {
+		return prepared{}, fmt.Errorf("%w: %d bytes (limit %d)", ErrPayloadTooLarge, len(payload), q.cfg.MaxPayload)
+	}
+	if !o.hasPriority {
+		o.priority = q.cfg.Layout.defaultPriority()
+	}
+	lane, err := q.cfg.Layout.laneOf(o.priority)
+	if err != nil {
+		return prepared{}, err
+	}
+	nowMs := now.UnixMilli()
+	// Due times round up to the millisecond, so promotion (which compares
+	// whole milliseconds) never makes a message ready before its time.
+	due := nowMs
+	if !o.at.IsZero() {
+		due = ceilMs(o.at)
+	} else if o.delay > 0 {
+		due = ceilMs(now.Add(o.delay))
+	}
+	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane}
+	if !p.caller {
+		p.id = newID(now)
+	}
+	if q.isRange() {
+		p.score = scoreOf(o.priority)
+	}
+	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: nowMs, Payload: payload}
+	p.env = e.encode()
+	return p, nil
+}
+
+// Enqueue stores one message and returns its id. Options: Priority, Delay, At,
+// ID. Bad input (ErrInvalidPriority, ErrEmptyPayload, ErrPayloadTooLarge,
+// ErrInvalidID, ErrInvalidOption) is reported before anything is written. With
+// an ID option that is already alive it returns the id and ErrDuplicate and
+// stores nothing.
+//
+// One round trip (one Lua call). When Enqueue returns nil the message is in
+// Redis; whether it survives a Redis crash depends on Redis persistence (see
+// the README). Cancelling ctx abandons the call: the message may or may not
+// have been stored, so retry with an ID option to stay idempotent.
+func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (string, error) {
+	p, err := q.prepare(time.Now(), payload, opts)
+	if err != nil {
+		return "", err
+	}
+	res, err := q.send(ctx, []prepared{p})
+	if err != nil {
+		return "", err
+	}
+	return res[0].ID, res[0].Err
+}
+
+// EnqueueBatch stores many messages in one round trip (one Lua call, atomic:
+// all are stored or, on a Redis error, none) and returns a Result per item, in
+// order. Any invalid item fails the whole batch before anything is written;
+// duplicate ids are reported per item and do not stop the others.
+// Cancelling ctx abandons the call, as for Enqueue.
+func (q *Queue) EnqueueBatch(ctx context.Context, items []Item) ([]Result, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	ps := make([]prepared, len(items))
+	for i, it := range items {
+		p, err := q.prepare(now, it.Payload, it.Options)
+		if err != nil {
+			return nil, fmt.Errorf("prioq: batch item %d: %w", i, err)
+		}
+		ps[i] = p
+	}
+	return q.send(ctx, ps)
+}
+
+func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
+	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake}
+	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
+	args := make([]string, 0, 4+7*len(ps))
+	args = append(args, strconv.FormatInt(time.Now().UnixMilli(), 10), q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
+	for _, p := range ps {
+		ki, ok := laneKeyIdx[p.lane]
+		if !ok {
+			keys = append(keys, q.k.lanes[p.lane])
+			ki = len(keys)
+			laneKeyIdx[p.lane] = ki
+		}
+		caller := "0"
+		if p.caller {
+			caller = "1"
+		}
+		args = append(args, p.id, caller, strconv.FormatInt(p.due, 10), strconv.Itoa(p.lane),
+			strconv.Itoa(ki), p.score, string(p.env))
+	}
+	var codes []int
+	if err := q.c.Do(ctx, enqueueScript.Cmd(&codes, keys, args...)); err != nil {
+		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+	}
+	if len(codes) != len(ps) {
+		return nil, fmt.Errorf("prioq: enqueue to %q: %w: %d codes for %d messages", q.name, ErrScript, len(codes), len(ps))
+	}
+	out := make([]Result, len(ps))
+	for i, p := range ps {
+		out[i].ID = p.id
+		if codes[i] == 0 {
+			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.id, q.name, ErrDuplicate)
+		}
+	}
+	return out, nil
+}
+
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Sub(time.UnixMilli(ms)) > 0 {
+		ms++
+	}
+	return ms
+}

@@ -1,0 +1,5 @@
+package prioq
+
+const helperEnv = "PRIOQ_TEST_HELPER"
+
+func runHelperProcess() int { return 2 }

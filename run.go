@@ -1,0 +1,213 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Handler handles one message. For AtLeastOnce queues, returning nil acks the
+// message and returning an error retries it after the queue's backoff (or
+// dead-letters it after MaxAttempts); return an error wrapping ErrSkipRetry
+// to dead-letter it at once. The handler's ctx ends at the lease deadline set
+// when the message was taken (an Extend does not move it) and when Run's
+// grace period runs out.
+type Handler func(ctx context.Context, m *Message) error
+
+// ErrSkipRetry, wrapped in a handler's error, sends the message straight to the
+// dead-letter list.
+var ErrSkipRetry = errors.New("prioq: do not retry")
+
+// Run feeds up to Concurrency handlers at once until ctx is done. It fetches
+// as many messages per round trip as there are free handlers, through the
+// consumer's one fetch at a time (no blocking connection per handler), and in
+// AtLeastOnce mode acks in batches: all acks ready together go in one round
+// trip. A panic in a handler is recovered and counts as a failed attempt.
+//
+// When ctx is done Run stops taking, waits up to GracePeriod for handlers in
+// flight, then cancels their contexts and waits for them to return; leases of
+// messages whose handlers did not finish expire and those messages are
+// delivered again. Run returns ctx.Err() then, or ErrClosed after Close. Run
+// does not Close the consumer.
+func (c *Consumer) Run(ctx context.Context, h Handler) error {
+	slots := make(chan struct{}, c.cfg.Concurrency)
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+	var acker *ackBatcher
+	if c.q.cfg.Mode == AtLeastOnce {
+		acker = newAckBatcher(c)
+		defer acker.close()
+	}
+	var wg sync.WaitGroup
+	var err error
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		free := 1
+	more:
+		for free < c.cfg.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		msgs, rerr := c.ReceiveBatch(ctx, free)
+		for i := len(msgs); i < free; i++ {
+			<-slots
+		}
+		if rerr != nil {
+			if errors.Is(rerr, ErrClosed) || ctx.Err() != nil {
+				err = rerr
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				break
+			}
+			c.report(rerr)
+			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+				err = ctx.Err()
+				break
+			}
+			continue
+		}
+		for _, m := range msgs {
+			wg.Add(1)
+			go func(m *Message) {
+				defer func() { <-slots; wg.Done() }()
+				c.handle(hctx, m, h, acker)
+			}(m)
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.cfg.GracePeriod):
+		hcancel()
+		<-done
+	}
+	return err
+}
+
+func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ackBatcher) {
+	ctx := base
+	if !m.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(base, m.deadline)
+		defer cancel()
+	}
+	err := callHandler(ctx, m, h)
+	if acker == nil {
+		if err != nil {
+			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, c.q.name, err))
+		}
+		return
+	}
+	// Finishing must outlive the handler's context (which may have ended at the
+	// lease deadline): a short context of its own.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), 10*time.Second)
+	defer cancel()
+	switch {
+	case err == nil:
+		err = acker.ack(fctx, m)
+	case errors.Is(err, ErrSkipRetry):
+		err = c.q.failToken(fctx, m.token, 0, err.Error(), "dead")
+	default:
+		err = m.Retry(fctx, 0, err.Error())
+	}
+	if err != nil {
+		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, c.q.name, err))
+	}
+}
+
+func callHandler(ctx context.Context, m *Message, h Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("prioq: handler panic: %v", r)
+		}
+	}()
+	return h(ctx, m)
+}
+
+// ackBatcher sends the acks that are ready together in one round trip: the
+// first ack waits for no timer, later ones queue behind the round trip in
+// progress and go in the next. Under load batches grow by themselves.
+type ackBatcher struct {
+	c    *Consumer
+	reqs chan ackReq
+	done chan struct{}
+}
+
+type ackReq struct {
+	m   *Message
+	err chan error
+}
+
+const maxAckBatch = 256
+
+func newAckBatcher(c *Consumer) *ackBatcher {
+	a := &ackBatcher{c: c, reqs: make(chan ackReq, maxAckBatch), done: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+func (a *ackBatcher) ack(ctx context.Context, m *Message) error {
+	r := ackReq{m: m, err: make(chan error, 1)}
+	select {
+	case a.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.err:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *ackBatcher) loop() {
+	defer close(a.done)
+	batch := make([]ackReq, 0, maxAckBatch)
+	for r := range a.reqs {
+		batch = append(batch[:0], r)
+	drain:
+		for len(batch) < maxAckBatch {
+			select {
+			case r, ok := <-a.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		msgs := make([]*Message, len(batch))
+		for i, r := range batch {
+			msgs[i] = r.m
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := a.c.q.ack(ctx, msgs)
+		cancel()
+		for i, r := range batch {
+			r.err <- errs[i]
+		}
+	}
+}
+
+// close is called after every handler returned, so no ack is sent after it.
+func (a *ackBatcher) close() {
+	close(a.reqs)
+	<-a.done
+}
