@@ -191,7 +191,7 @@ func TestPeekStatsCancelPurge(t *testing.T) {
 				}
 				assert.Equal(t, st.Ready, sum)
 
-				require.NoError(t, q.Cancel(ctx, ids[3]))  // ready
+				require.NoError(t, q.Cancel(ctx, ids[3]))    // ready
 				require.NoError(t, q.Cancel(ctx, delayedID)) // delayed
 				assert.ErrorIs(t, q.Cancel(ctx, ids[3]), ErrNotFound)
 				assert.ErrorIs(t, q.Cancel(ctx, "never-enqueued"), ErrNotFound)
