@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/trace"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/prioq/prioq/internal/redisfind"
 )
@@ -35,13 +38,17 @@ func TestMain(m *testing.M) {
 	// One pool for all tests. radix fills a pool in the background after New
 	// and Close waits 100 ms per connection that fill has not made yet, so a
 	// pool per test would cost seconds; see newClient.
+	filled := make(chan struct{})
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	sharedClient, err = radix.PoolConfig{Size: 64}.New(ctx, "tcp", testAddr)
+	sharedClient, err = radix.PoolConfig{Size: 64, Trace: trace.PoolTrace{
+		InitCompleted: func(trace.PoolInitCompleted) { close(filled) },
+	}}.New(ctx, "tcp", testAddr)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prioq tests: pool:", err)
 		os.Exit(1)
 	}
+	<-filled
 	code := m.Run()
 	sharedClient.Close()
 	srv.Stop()
@@ -121,4 +128,18 @@ var someLayouts = []struct {
 }{
 	{"Levels5", Levels(5)},
 	{"Range", Range(-1000, 1000, 7)},
+}
+
+// newRand is a seeded generator whose seed is logged, to replay a failure.
+func newRand(t testing.TB) *mrand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return mrand.New(mrand.NewPCG(seed, 1))
+}
+
+// leakOptions make goleak ignore goroutines that radix's own runner starts
+// (connection readers and writers a pool re-dials in the background); every
+// goroutine prioq starts is still checked.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/mediocregopher/radix/v4/internal/proc.(*Proc).Run.func1"),
 }

@@ -64,7 +64,7 @@ func (q *Queue) take(ctx context.Context, order []int, n int, lease time.Duratio
 // bury moves a delivery that cannot be decoded to the dead-letter list with
 // the reason. On a Redis error the lease simply expires and the sweep retries.
 func (q *Queue) bury(ctx context.Context, token string, why error) {
-	_ = q.failToken(ctx, token, 0, why.Error(), "dead")
+	_ = q.failToken(ctx, token, 0, why.Error(), "bury")
 }
 
 func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason string, release bool) error {

@@ -15,8 +15,9 @@
 -- ARGV[4]   reason (the last error)
 -- ARGV[5]   max attempts
 -- ARGV[6]   1 = lanes are lists, 2 = sorted sets
--- ARGV[7]   'retry', 'dead' (no more attempts) or 'release' (never handled:
---           back to the head of its lane, this delivery not counted)
+-- ARGV[7]   'retry', 'dead' (no more attempts), 'bury' (dead, keeping the lane
+--           entry byte for byte: it did not decode) or 'release' (never
+--           handled: back to the head of its lane, this delivery not counted)
 -- Returns: 0 lease lost (nothing changed), 1 requeued or delayed, 2 dead.
 local token, now, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 if redis.call('ZREM', KEYS[1], token) == 0 then return 0 end
@@ -46,7 +47,8 @@ if op == 'release' then
   redis.call('ZADD', KEYS[6], 0, 'w')
   return 1
 end
-if op == 'dead' or attempts >= maxa then
+if op == 'bury' then env = member end
+if op == 'dead' or op == 'bury' or attempts >= maxa then
   redis.call('RPUSH', KEYS[5], lane .. '|' .. score .. '|' .. now .. '|' .. #reason .. '|' .. reason .. env)
   return 2
 end
