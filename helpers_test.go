@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintln(os.Stderr, "prioq tests: Redis from", srv.How)
 	testAddr = srv.Addr
+	os.Setenv("PRIOQ_REDIS_ADDR", srv.Addr) // for the examples and helper processes
 	// One pool for all tests. radix fills a pool in the background after New
 	// and Close waits 100 ms per connection that fill has not made yet, so a
 	// pool per test would cost seconds; see newClient.

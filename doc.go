@@ -1,0 +1,80 @@
+// Package prioq is a multi-level priority queue over Redis.
+//
+// Producers enqueue messages with a priority and, optionally, a delay;
+// consumers always get the highest-priority ready message first, first in,
+// first out among equal priorities. Idle consumers block in Redis instead of
+// polling, delayed messages are promoted exactly when due, and every key of a
+// queue shares one Redis Cluster hash tag.
+//
+// # Layouts
+//
+// Levels(n) keeps one Redis list (a lane) per priority 0 … n-1 (n ≤ 64): O(1)
+// push and pop. Range(lo, hi, segments) splits a wide integer range (within
+// ±2^53) into up to 64 equal bands, one sorted set per band: O(log n). Higher
+// priority is served first in both. A consumer pops across all lanes with one
+// multi-key command, highest lane first, so Redis itself gives strict
+// priority and hands each message to exactly one waiting consumer.
+//
+// # Delivery modes
+//
+// AtLeastOnce (the default): one Lua call pops the best message and records a
+// lease. A consumer that dies, or a reply lost on the network, leaves a lease
+// that expires; the message is then delivered again, ahead of newer messages of
+// its priority. Handlers Ack, Retry (with backoff) or Extend; after
+// MaxAttempts a message goes to the dead-letter list with its last error.
+// Acks are fenced by a lease token: an ack from a delivery whose lease expired
+// fails with ErrLeaseLost and changes nothing.
+//
+// AtMostOnce: lanes are popped directly with BLPOP / BZPOPMIN (BLMPOP / BZMPOP
+// for batches). No lease, no ack: what a crashed consumer held is lost.
+//
+// # Key layout
+//
+// Every key of queue Q starts with prioq:{Q}: so that the whole queue lives in
+// one cluster slot. keys.go is the only place that builds these names, and
+// every script receives all keys it touches in KEYS.
+//
+//	prioq:{Q}:meta      HASH    layout, mode, format; written once by Open
+//	prioq:{Q}:lane:N    LIST    Levels: envelopes of priority N, oldest first
+//	prioq:{Q}:lane:N    ZSET    Range: segment N; member seq‖envelope, score -priority
+//	prioq:{Q}:seq       STRING  counter giving range members their FIFO order
+//	prioq:{Q}:delayed   ZSET    id -> due time (unix ms)
+//	prioq:{Q}:dstore    HASH    id -> "lane|score|envelope" of a delayed message
+//	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
+//	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
+//	prioq:{Q}:wake      ZSET    ≤ 1 member: ready work may exist (AtLeastOnce)
+//	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce)
+//	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
+//	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
+//	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope (AtLeastOnce)
+//
+// The envelope is a versioned binary record: version, flags, priority,
+// enqueue time, attempts, id, payload (see envelope.go).
+//
+// # Cost per operation
+//
+// Round trips (one Lua call or one pipeline each) and Redis commands, counting
+// the commands a script runs, for a Levels queue:
+//
+//	Enqueue            1 round trip; 2 commands (+1 when the lane was empty, AtLeastOnce)
+//	EnqueueBatch       1 round trip for the whole batch
+//	take, AtLeastOnce  1 round trip; 5 commands (LMPOP, ZADD, HSET, ZADD wake, EVALSHA)
+//	take, AtMostOnce   1 round trip; 1 command (BLPOP)
+//	Ack                1 round trip; 2 commands (ZREM + HDEL), batchable; 3 with a caller id
+//	promotion          1 round trip per batch of due messages
+//	Cancel             1 round trip; delayed O(log n), ready O(depth): lanes are scanned
+//
+// A Range enqueue adds an INCR (the FIFO sequence) and always arms the wake-up.
+//
+// # Redis versions
+//
+// Redis 7.0 or newer: LMPOP / ZMPOP (AtLeastOnce takes) and BLMPOP / BZMPOP
+// (AtMostOnce batch receives) are 7.0 commands. BLPOP and BZPOPMIN (single
+// AtMostOnce receives) work on 5.0, but the queue as a whole needs 7.0.
+//
+// # Clocks
+//
+// Due times and lease deadlines come from the clocks of the producing and
+// consuming hosts (ms). Keep them in sync (NTP); a host whose clock runs ahead
+// promotes early and expires leases early by that much.
+package prioq
