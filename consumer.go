@@ -18,9 +18,10 @@ type ConsumerConfig struct {
 	// Lease is how long a taken message stays invisible to other consumers
 	// before it is delivered again (AtLeastOnce). Defaults to 30s.
 	Lease time.Duration
-	// BlockTimeout is the server-side timeout of one blocking wait. An idle
-	// consumer sends one command per BlockTimeout, and Close of an AtMostOnce
-	// consumer may wait this long for a pop in progress. Defaults to 2s.
+	// BlockTimeout is the server-side timeout of one blocking wait: an idle
+	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
+	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
+	// interrupted at once). Defaults to 2s for AtMostOnce, 5s for AtLeastOnce.
 	BlockTimeout time.Duration
 	// Weights, when set, replaces strict priority order by a weighted one: for
 	// each fetch the lane order is drawn at random, lane i coming first with
@@ -48,7 +49,7 @@ type ConsumerConfig struct {
 	OnError func(error)
 }
 
-func (c ConsumerConfig) withDefaults() ConsumerConfig {
+func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 1
 	}
@@ -57,6 +58,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if c.BlockTimeout <= 0 {
 		c.BlockTimeout = 2 * time.Second
+		if mode == AtLeastOnce {
+			c.BlockTimeout = 5 * time.Second
+		}
 	}
 	if c.PromoteWait <= 0 {
 		c.PromoteWait = 10 * time.Second
@@ -96,12 +100,13 @@ type Consumer struct {
 	held     []*Message    // fetched but not handed out yet
 	fetching chan struct{} // closed when the fetch in progress ends; nil if none
 	fetchErr error
+	waiting  int // callers waiting on the fetch in progress
 	closed   bool
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
 func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.withDefaults(q.cfg.Mode)
 	if cfg.Weights != nil {
 		if len(cfg.Weights) != len(q.k.lanes) {
 			return nil, fmt.Errorf("%w: %d weights for %d lanes", ErrInvalidOption, len(cfg.Weights), len(q.k.lanes))
@@ -186,13 +191,26 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 			go c.fetch(c.fetching, n)
 		}
 		done := c.fetching
+		c.waiting++
 		c.mu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// stillWanted reports whether anyone waits for the fetch in progress.
+func (c *Consumer) stillWanted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting > 0 && !c.closed
 }
 
 // fetch runs one fetch and parks its result in c.held / c.fetchErr. It does not
@@ -347,33 +365,47 @@ func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
 
 // fetchLeased is the AtLeastOnce fetch: take (pop + lease in one script); when
 // nothing is ready, block on the wake-up marker until work may be there, then
-// take again. Waiting uses the consumer's background context, so Close
-// interrupts it at once: the marker is only a hint, and a marker lost with the
-// closed connection is put back.
+// take again. A wait that times out is simply repeated, without a take, while
+// a caller still wants the result: an idle consumer sends one command per
+// BlockTimeout. (A marker lost with a killed consumer is re-armed by the lease
+// sweep, so waiting instead of polling never strands ready work.) Waiting uses
+// the consumer's background context, so Close interrupts it at once: the
+// marker is only a hint, and a marker lost with the closed connection is put
+// back.
 func (c *Consumer) fetchLeased(n int) ([]*Message, error) {
 	q := c.q
-	ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+5*time.Second)
-	defer cancel()
-	msgs, _, err := q.take(ctx, c.laneOrder(), n, c.cfg.Lease)
+	take := func() ([]*Message, error) {
+		ctx, cancel := context.WithTimeout(c.bg, 10*time.Second)
+		defer cancel()
+		msgs, _, err := q.take(ctx, c.laneOrder(), n, c.cfg.Lease)
+		return msgs, err
+	}
+	msgs, err := take()
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
 	timeout := strconv.FormatFloat(c.cfg.BlockTimeout.Seconds(), 'f', -1, 64)
-	var got []string
-	if err := q.c.Do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, timeout)); err != nil {
-		if c.bg.Err() != nil {
-			rearm, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = q.c.Do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
-			cancel()
-			return nil, ErrClosed
+	for {
+		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+5*time.Second)
+		var got []string
+		err := q.c.Do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, timeout))
+		cancel()
+		if err != nil {
+			if c.bg.Err() != nil {
+				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = q.c.Do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
+				cancel()
+				return nil, ErrClosed
+			}
+			return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
 		}
-		return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
+		if len(got) > 0 {
+			return take()
+		}
+		if !c.stillWanted() {
+			return nil, nil
+		}
 	}
-	if len(got) == 0 {
-		return nil, nil // timed out: wait again
-	}
-	msgs, _, err = q.take(ctx, c.laneOrder(), n, c.cfg.Lease)
-	return msgs, err
 }
 
 // runSweeper redelivers expired leases every SweepInterval.

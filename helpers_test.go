@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/prioq/prioq/internal/redisdocker"
 	"github.com/prioq/prioq/internal/redisfind"
 )
 
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelperProcess())
 	}
+	redisfind.Docker = redisdocker.ForFind // the last resort, after PRIOQ_REDIS_ADDR and PATH
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	srv, err := redisfind.Find(ctx)
 	cancel()

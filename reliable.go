@@ -28,12 +28,10 @@ func (q *Queue) take(ctx context.Context, order []int, n int, lease time.Duratio
 	keys := make([]string, 0, 4+len(order))
 	keys = append(keys, q.k.paused, q.k.leases, q.k.inflight, q.k.wake)
 	now := time.Now()
-	args := make([]string, 0, 5+len(order))
-	args = append(args, fmtInt(now.UnixMilli()), fmtInt(lease.Milliseconds()), strconv.Itoa(n), q.kind(), leasePrefix())
 	for _, l := range order {
 		keys = append(keys, q.k.lanes[l])
-		args = append(args, strconv.Itoa(l))
 	}
+	args := []string{fmtInt(now.UnixMilli()), fmtInt(lease.Milliseconds()), strconv.Itoa(n), q.kind(), leasePrefix()}
 	var raw [][]byte
 	if err := q.c.Do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w", q.name, err)

@@ -44,6 +44,7 @@ if #tokens > 0 then
 end
 -- A wake-up marker can be lost (a consumer killed right after popping it);
 -- re-arm while work waits, so idle consumers never sleep on ready work.
+-- Idle (nothing expired, lanes empty) this costs one EXISTS.
 if back > 0 or redis.call('EXISTS', unpack(KEYS, 6)) > 0 then
   if redis.call('EXISTS', KEYS[5]) == 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
 end

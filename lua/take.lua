@@ -10,7 +10,6 @@
 -- ARGV[3]   how many to take at most
 -- ARGV[4]   1 = lanes are lists, 2 = sorted sets
 -- ARGV[5]   lease token prefix, unique per call (tokens are prefix:1, prefix:2, ...)
--- ARGV[6..] lane index of KEYS[5..], in the same order
 -- Returns: {} when nothing is ready, {'paused'} when paused, else
 --          {token1, member1, token2, member2, ...} with the attempts field of
 --          each envelope already counting this delivery.
@@ -42,10 +41,9 @@ if res[1] == KEYS[1] then
   return {'paused'}
 end
 
-local lane
-for k = 5, #KEYS do
-  if KEYS[k] == res[1] then lane = ARGV[k + 1] end
-end
+-- The lane index is the number that ends the popped key's name (keys.go:
+-- prioq:{Q}:lane:N). Reading it back is O(1); a lookup would cost O(lanes).
+local lane = string.match(res[1], '(%d+)$')
 local off = 0
 if kind == 2 then off = 8 end
 local deadline = now + lease

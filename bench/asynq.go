@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// runAsynq builds and runs bench/asynqpeer (its own Go module, so asynq and
+// go-redis stay out of prioq's go.mod) against the same Redis, and reads back
+// the same measurements as JSON.
+func runAsynq(ctx context.Context, addr string, p params) *sysResult {
+	r := &sysResult{Name: "asynq (peer)", Reliable: true, Priorities: true}
+	dir, err := peerDir()
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	args, _ := json.Marshal(p)
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "-addr", addr, "-params", string(args))
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("asynq peer: %v", err))
+		return r
+	}
+	if err := json.Unmarshal(out, r); err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("asynq peer output: %v", err))
+	}
+	r.Name = "asynq (peer)"
+	return r
+}
+
+// peerDir finds bench/asynqpeer from the working directory or this file.
+func peerDir() (string, error) {
+	for _, d := range []string{"bench/asynqpeer", "asynqpeer"} {
+		if st, err := os.Stat(filepath.Join(d, "go.mod")); err == nil && !st.IsDir() {
+			return filepath.Abs(d)
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		d := filepath.Join(filepath.Dir(file), "asynqpeer")
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("bench/asynqpeer not found: run from the repository root")
+}

@@ -1,0 +1,253 @@
+// Command bench measures prioq against the five seed approaches, a peer
+// (hibiken/asynq, run from its own module in bench/asynqpeer) and the raw
+// Redis ceilings, side by side on one Redis in one run, and reports ratios.
+//
+//	go run ./bench          # full run, under 15 minutes
+//	go run ./bench -quick   # under a minute, fewer and smaller points, no asynq
+//
+// It finds Redis like the tests do: PRIOQ_REDIS_ADDR, else redis-server on
+// PATH on a free port, else Docker. Results go to stdout (Markdown) and to
+// -out (results.json, results.md, PNG plots).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisdocker"
+	"github.com/prioq/prioq/internal/redisfind"
+)
+
+type params struct {
+	Quick          bool    `json:"quick"`
+	Messages       int     `json:"messages"`
+	Producers      int     `json:"producers"`
+	Workers        int     `json:"workers"`
+	BatchWorkers   int     `json:"batch_workers"`
+	Batch          int     `json:"batch"`
+	PhaseLimit     float64 `json:"phase_limit_s"`
+	PickupSamples  int     `json:"pickup_samples"`
+	DelayedSamples int     `json:"delayed_samples"`
+	MemoryMessages int     `json:"memory_messages"`
+	IdleSeconds    float64 `json:"idle_seconds"`
+	InvMessages    int     `json:"inversion_messages"`
+}
+
+type machine struct {
+	Redis     string `json:"redis"`
+	RedisFrom string `json:"redis_from"`
+	Cores     int    `json:"cores"`
+	Go        string `json:"go"`
+	OS        string `json:"os"`
+	Date      string `json:"date"`
+}
+
+type sysResult struct {
+	Name       string      `json:"name"`
+	Reliable   bool        `json:"reliable"`
+	Priorities bool        `json:"priorities"`
+	Enqueue    *throughput `json:"enqueue_only,omitempty"`
+	Take       *throughput `json:"take_only,omitempty"`
+	E2E        *throughput `json:"end_to_end,omitempty"`
+	E2EBatch   *throughput `json:"end_to_end_batched,omitempty"`
+	Pickup     *latency    `json:"idle_pickup_ms,omitempty"`
+	PickupRaw  []float64   `json:"-"`
+	Late       *latency    `json:"delayed_lateness_ms,omitempty"`
+	MemPerMsg  *float64    `json:"memory_bytes_per_message,omitempty"`
+	IdleRate   *float64    `json:"idle_commands_per_s_per_consumer,omitempty"`
+	Inversions *int        `json:"priority_inversions,omitempty"`
+	InvOf      int         `json:"inversions_of,omitempty"`
+	Errors     []string    `json:"errors,omitempty"`
+}
+
+type report struct {
+	Machine machine      `json:"machine"`
+	Params  params       `json:"params"`
+	Systems []*sysResult `json:"systems"`
+	Scale   *scaleResult `json:"scale,omitempty"`
+	Budgets []budget     `json:"budgets"`
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "small, fast run (under a minute)")
+	out := flag.String("out", "", "results folder (default results/<time>)")
+	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
+	only := flag.String("only", "", "run only systems whose name contains this")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	p := params{Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
+		PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000}
+	if *quick {
+		p = params{Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 1,
+			PickupSamples: 60, DelayedSamples: 60, MemoryMessages: 5000, IdleSeconds: 1, InvMessages: 300}
+	}
+	redisfind.Docker = redisdocker.ForFind // the last resort, after PRIOQ_REDIS_ADDR and PATH
+	ctx := context.Background()
+	srv, err := redisfind.Find(ctx)
+	if err != nil {
+		fatal(err)
+	}
+	defer srv.Stop()
+	version, _ := redisfind.Version(srv.Addr)
+	m := machine{Redis: version, RedisFrom: srv.How, Cores: runtime.NumCPU(), Go: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, Date: time.Now().UTC().Format(time.RFC3339)}
+	fmt.Fprintf(os.Stderr, "bench: Redis %s from %s; %d cores; %s\n", m.Redis, m.RedisFrom, m.Cores, m.Go)
+
+	// One pool for every system: room for 64 blocking consumers and more.
+	// radix pings Size/5 connections per second by default; that is the
+	// pool's cost, not a queue's, so it is off here (see the README).
+	client, err := radix.PoolConfig{Size: 160, PingInterval: -1}.New(ctx, "tcp", srv.Addr)
+	if err != nil {
+		fatal(err)
+	}
+	defer client.Close()
+
+	systems := []system{
+		newPrioq(client, false, prioq.AtLeastOnce),
+		newPrioq(client, false, prioq.AtMostOnce),
+		newPrioq(client, true, prioq.AtLeastOnce),
+		newPrioq(client, true, prioq.AtMostOnce),
+		newRawLists(client),
+		newRawPipelined(client),
+		&seed002{seedBase{c: client}},
+		&seed000{seedBase{c: client}},
+		&seed003{seedBase{c: client}},
+		&seed004{seedBase{c: client}},
+	}
+	rep := report{Machine: m, Params: p}
+	for _, s := range systems {
+		if *only != "" && !strings.Contains(s.Name(), *only) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s\n", s.Name())
+		rep.Systems = append(rep.Systems, runSystem(ctx, client, s, p))
+	}
+	if !*quick && !*noAsynq && *only == "" {
+		fmt.Fprintf(os.Stderr, "bench: asynq (building bench/asynqpeer)\n")
+		rep.Systems = append(rep.Systems, runAsynq(ctx, srv.Addr, p))
+	}
+	if *only == "" {
+		fmt.Fprintf(os.Stderr, "bench: scale curves\n")
+		rep.Scale = runScale(ctx, client, p)
+	}
+	rep.Budgets = budgets(&rep)
+
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join("results", time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fatal(err)
+	}
+	md := markdown(&rep)
+	fmt.Print(md)
+	_ = os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	_ = os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
+	if err := plots(&rep, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: plots:", err)
+	}
+	fmt.Fprintf(os.Stderr, "bench: results in %s\n", dir)
+}
+
+func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResult {
+	r := &sysResult{Name: s.Name(), Reliable: s.Reliable(), Priorities: s.Priorities()}
+	note := func(what string, err error) {
+		if err != nil {
+			r.Errors = append(r.Errors, what+": "+err.Error())
+		}
+	}
+	limit := time.Duration(p.PhaseLimit * float64(time.Second))
+
+	// Enqueue only, then take only (the queue is full from the first phase).
+	if err := s.Prepare(ctx); err == nil {
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, limit)
+		err := produce(pctx, s, p.Messages, p.Producers, 1)
+		cancel()
+		el := time.Since(start)
+		if err == nil || err == context.DeadlineExceeded {
+			r.Enqueue = &throughput{Target: p.Messages, Seconds: el.Seconds(), TimedOut: err != nil}
+			r.Enqueue.Rate = float64(p.Messages) / el.Seconds()
+			if err != nil {
+				r.Enqueue.Rate = 0
+			}
+			cnt := newCounter(p.Messages)
+			took, cerr := consumeUntil(ctx, s, p.Workers, 1, cnt, limit)
+			note("take", cerr)
+			r.Take = &throughput{Handled: cnt.n.Load(), Target: p.Messages, Seconds: took.Seconds(),
+				Rate: float64(cnt.n.Load()) / took.Seconds(), Duplicates: cnt.dups.Load(), TimedOut: cnt.n.Load() < int64(p.Messages)}
+		} else {
+			note("enqueue", err)
+		}
+		s.Cleanup(ctx)
+	}
+	single, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 1, p.Workers, 1, limit)
+	note("end to end", err)
+	if err == nil {
+		r.E2E = &single
+	}
+	batched, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 100, p.BatchWorkers, p.Batch, limit)
+	note("end to end batched", err)
+	if err == nil {
+		r.E2EBatch = &batched
+	}
+	lat, raw, err := pickupLatency(ctx, s, p.PickupSamples, 3*time.Millisecond, limit)
+	note("pickup", err)
+	r.Pickup = lat
+	for _, d := range raw {
+		r.PickupRaw = append(r.PickupRaw, float64(d)/1e6)
+	}
+	if s.Delays() {
+		spread := 2 * time.Second
+		if p.Quick {
+			spread = 700 * time.Millisecond
+		}
+		late, err := lateness(ctx, s, p.DelayedSamples, spread, limit)
+		note("lateness", err)
+		r.Late = late
+	}
+	mem, err := memoryPerMessage(ctx, c, s, p.MemoryMessages)
+	note("memory", err)
+	if err == nil {
+		r.MemPerMsg = &mem
+	}
+	idle, err := idleRate(ctx, c, s, 4, time.Duration(p.IdleSeconds*float64(time.Second)), p.Quick)
+	note("idle", err)
+	if err == nil {
+		r.IdleRate = &idle
+	}
+	inv, of, err := inversions(ctx, s, p.InvMessages, limit)
+	note("inversions", err)
+	if err == nil && inv >= 0 {
+		r.Inversions, r.InvOf = &inv, of
+	}
+	return r
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

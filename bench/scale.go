@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq"
+)
+
+// Scale curves: how the cost of one enqueue and one take (AtLeastOnce) grows
+// with queue depth, lanes and segments, and end-to-end throughput with the
+// number of consumers. Costs are server-side microseconds per script call
+// from INFO commandstats (EVALSHA), which the loopback round trip does not
+// blur, plus the wall time one client sees per call.
+
+type costPoint struct {
+	X            int     `json:"x"`
+	EnqueueSrvUs float64 `json:"enqueue_server_us"`
+	TakeSrvUs    float64 `json:"take_server_us"`
+	EnqueueUs    float64 `json:"enqueue_wall_us"`
+	TakeUs       float64 `json:"take_wall_us"`
+}
+
+type consPoint struct {
+	Consumers int     `json:"consumers"`
+	Prioq     float64 `json:"prioq_reliable_per_s"`
+	Raw       float64 `json:"raw_list_loop_per_s"`
+}
+
+type scaleResult struct {
+	DepthLevels []costPoint `json:"depth_levels"`
+	DepthRange  []costPoint `json:"depth_range"`
+	Lanes       []costPoint `json:"lanes"`
+	Segments    []costPoint `json:"segments"`
+	Consumers   []consPoint `json:"consumers"`
+}
+
+func evalStats(ctx context.Context, c radix.Client) (calls, usec float64) {
+	var info string
+	if err := c.Do(ctx, radix.Cmd(&info, "INFO", "commandstats")); err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				f, _ := strconv.ParseFloat(v, 64)
+				switch k {
+				case "calls":
+					calls = f
+				case "usec":
+					usec = f
+				}
+			}
+		}
+	}
+	return calls, usec
+}
+
+// measureCost fills a fresh queue to depth (priorities from prio), then times
+// ops enqueues and ops takes (+acks, not counted) at that depth.
+func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, ops int, prio func() int64) (costPoint, error) {
+	name := fmt.Sprintf("bench-scale-%d", time.Now().UnixNano())
+	q, err := prioq.Open(ctx, c, name, cfg)
+	if err != nil {
+		return costPoint{}, err
+	}
+	defer cleanupQueue(ctx, c, q)
+	payload := makePayload(0, 0)
+	for filled := 0; filled < depth; {
+		n := min(1000, depth-filled)
+		items := make([]prioq.Item, n)
+		for i := range items {
+			items[i] = prioq.Item{Payload: payload, Options: []prioq.Option{prioq.Priority(prio())}}
+		}
+		if _, err := q.EnqueueBatch(ctx, items); err != nil {
+			return costPoint{}, err
+		}
+		filled += n
+	}
+	var pt costPoint
+	c0, u0 := evalStats(ctx, c)
+	start := time.Now()
+	for i := 0; i < ops; i++ {
+		if _, err := q.Enqueue(ctx, payload, prioq.Priority(prio())); err != nil {
+			return costPoint{}, err
+		}
+	}
+	pt.EnqueueUs = float64(time.Since(start).Microseconds()) / float64(ops)
+	c1, u1 := evalStats(ctx, c)
+	pt.EnqueueSrvUs = (u1 - u0) / max(c1-c0, 1)
+
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	if err != nil {
+		return costPoint{}, err
+	}
+	defer cons.Close(ctx)
+	msgs := make([]*prioq.Message, 0, ops)
+	c0, u0 = evalStats(ctx, c)
+	start = time.Now()
+	for i := 0; i < ops; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return costPoint{}, err
+		}
+		msgs = append(msgs, m)
+	}
+	pt.TakeUs = float64(time.Since(start).Microseconds()) / float64(ops)
+	c1, u1 = evalStats(ctx, c)
+	pt.TakeSrvUs = (u1 - u0) / max(c1-c0, 1)
+	for len(msgs) > 0 {
+		n := min(256, len(msgs))
+		prioq.AckBatch(ctx, msgs[:n]...)
+		msgs = msgs[n:]
+	}
+	return pt, nil
+}
+
+func cleanupQueue(ctx context.Context, c radix.Client, q *prioq.Queue) {
+	var keys []string
+	_ = c.Do(ctx, radix.Cmd(&keys, "KEYS", "prioq:{"+q.Name()+"}:*"))
+	for _, k := range keys {
+		_ = c.Do(ctx, radix.Cmd(nil, "UNLINK", k))
+	}
+}
+
+func runScale(ctx context.Context, c radix.Client, p params) *scaleResult {
+	r := &scaleResult{}
+	depths := []int{1000, 10000, 100000, 1000000}
+	lanes := []int{1, 2, 4, 8, 16, 32, 64}
+	consumers := []int{1, 2, 4, 8, 16, 32, 64}
+	ops, n := 2000, 10000
+	if p.Quick {
+		depths, lanes, consumers, ops, n = []int{1000, 10000}, []int{1, 16, 64}, []int{1, 8, 32}, 300, 1500
+	}
+	warn := func(what string, err error) {
+		if err != nil {
+			fmt.Printf("scale %s: %v\n", what, err)
+		}
+	}
+	for _, d := range depths {
+		pt, err := measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(levels)}, d, ops,
+			func() int64 { return rand.Int64N(levels) })
+		warn("depth levels", err)
+		pt.X = d
+		r.DepthLevels = append(r.DepthLevels, pt)
+		pt, err = measureCost(ctx, c, prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16)}, d, ops,
+			func() int64 { return rand.Int64N(1<<41) - 1<<40 })
+		warn("depth range", err)
+		pt.X = d
+		r.DepthRange = append(r.DepthRange, pt)
+	}
+	for _, l := range lanes {
+		// Everything in the lowest lane: the take passes every empty lane first.
+		pt, err := measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(l)}, 1000, ops, func() int64 { return 0 })
+		warn("lanes", err)
+		pt.X = l
+		r.Lanes = append(r.Lanes, pt)
+		pt, err = measureCost(ctx, c, prioq.Config{Layout: prioq.Range(0, 1<<40, l)}, 1000, ops, func() int64 { return 0 })
+		warn("segments", err)
+		pt.X = l
+		r.Segments = append(r.Segments, pt)
+	}
+	for _, k := range consumers {
+		pq := newPrioq(c, false, prioq.AtLeastOnce)
+		a, err := endToEnd(ctx, c, pq, n, p.Producers, 1, k, 1, time.Minute)
+		warn("consumers prioq", err)
+		b, err := endToEnd(ctx, c, newRawLists(c), n, p.Producers, 1, k, 1, time.Minute)
+		warn("consumers raw", err)
+		r.Consumers = append(r.Consumers, consPoint{Consumers: k, Prioq: a.Rate, Raw: b.Rate})
+	}
+	return r
+}

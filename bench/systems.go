@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq"
+)
+
+// A system under test. Payloads are 64 bytes: 8 bytes of enqueue time (unix
+// ns), 8 of sequence number, 1 of priority level, then filler; handlers read
+// them back to measure latency, duplicates and priority order.
+type system interface {
+	Name() string
+	// Reliable says whether a consumer crash can lose a message.
+	Reliable() bool
+	// Priorities says whether it serves higher priorities first.
+	Priorities() bool
+	// Delays says whether EnqueueAt works.
+	Delays() bool
+	Prepare(ctx context.Context) error
+	Enqueue(ctx context.Context, level int, payload []byte) error
+	EnqueueBatch(ctx context.Context, levels []int, payloads [][]byte) error
+	EnqueueAt(ctx context.Context, level int, payload []byte, due time.Time) error
+	// Consume runs `workers` consumers until ctx is done, calling handle for
+	// every message (from many goroutines), taking `batch` per call where the
+	// system can. It returns when every consumer has stopped.
+	Consume(ctx context.Context, workers, batch int, handle func(payload []byte)) error
+	Cleanup(ctx context.Context)
+}
+
+const levels = 3
+
+var errUnsupported = errors.New("unsupported")
+
+func makePayload(seq uint64, level int) []byte {
+	p := make([]byte, 64)
+	binary.BigEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint64(p[8:], seq)
+	p[16] = byte(level)
+	for i := 17; i < 64; i++ {
+		p[i] = 'x'
+	}
+	return p
+}
+
+func payloadTime(p []byte) time.Time { return time.Unix(0, int64(binary.BigEndian.Uint64(p))) }
+func payloadSeq(p []byte) uint64     { return binary.BigEndian.Uint64(p[8:]) }
+func payloadLevel(p []byte) int      { return int(p[16]) }
+
+// ---- prioq ----------------------------------------------------------------
+
+type prioqSystem struct {
+	c      radix.Client
+	name   string
+	layout prioq.Layout
+	mode   prioq.Mode
+	qname  string
+	q      *prioq.Queue
+	prio   func(level int) int64
+}
+
+func newPrioq(c radix.Client, rangeLayout bool, mode prioq.Mode) *prioqSystem {
+	s := &prioqSystem{c: c, mode: mode}
+	layout := "levels"
+	if rangeLayout {
+		layout = "range"
+		s.layout = prioq.Range(-1<<40, 1<<40, 16)
+		s.prio = func(l int) int64 { return int64(l-1) << 30 }
+	} else {
+		s.layout = prioq.Levels(levels)
+		s.prio = func(l int) int64 { return int64(l) }
+	}
+	m := "reliable"
+	if mode == prioq.AtMostOnce {
+		m = "fast"
+	}
+	s.name = "prioq " + layout + " " + m
+	return s
+}
+
+func (s *prioqSystem) Name() string     { return s.name }
+func (s *prioqSystem) Reliable() bool   { return s.mode == prioq.AtLeastOnce }
+func (s *prioqSystem) Priorities() bool { return true }
+func (s *prioqSystem) Delays() bool     { return true }
+
+func (s *prioqSystem) Prepare(ctx context.Context) error {
+	s.qname = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	q, err := prioq.Open(ctx, s.c, s.qname, prioq.Config{Layout: s.layout, Mode: s.mode, PromoteBatch: 512})
+	s.q = q
+	return err
+}
+
+func (s *prioqSystem) Enqueue(ctx context.Context, level int, p []byte) error {
+	_, err := s.q.Enqueue(ctx, p, prioq.Priority(s.prio(level)))
+	return err
+}
+
+func (s *prioqSystem) EnqueueBatch(ctx context.Context, lv []int, ps [][]byte) error {
+	items := make([]prioq.Item, len(ps))
+	for i := range ps {
+		items[i] = prioq.Item{Payload: ps[i], Options: []prioq.Option{prioq.Priority(s.prio(lv[i]))}}
+	}
+	_, err := s.q.EnqueueBatch(ctx, items)
+	return err
+}
+
+func (s *prioqSystem) EnqueueAt(ctx context.Context, level int, p []byte, due time.Time) error {
+	_, err := s.q.Enqueue(ctx, p, prioq.Priority(s.prio(level)), prioq.At(due))
+	return err
+}
+
+// Consume runs one Consumer per worker, each making single-message calls
+// (Receive + Ack) or batched ones (ReceiveBatch + AckBatch): the same shape as
+// the raw loops it is compared with. Only the first consumer promotes.
+func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle func([]byte)) error {
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < workers; w++ {
+		cons, err := s.q.NewConsumer(prioq.ConsumerConfig{NoPromoter: w > 0})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cons.Close(context.Background())
+			for {
+				msgs, err := cons.ReceiveBatch(ctx, batch)
+				if err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+					}
+					return
+				}
+				for _, m := range msgs {
+					handle(m.Payload)
+				}
+				if s.mode == prioq.AtLeastOnce {
+					for _, err := range prioq.AckBatch(context.Background(), msgs...) {
+						if err != nil {
+							firstErr.CompareAndSwap(nil, err)
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *prioqSystem) Cleanup(ctx context.Context) {
+	if s.q == nil {
+		return
+	}
+	_, _ = s.q.Purge(ctx)
+	_, _ = s.q.PurgeDead(ctx)
+	var keys []string
+	_ = s.c.Do(ctx, radix.Cmd(&keys, "KEYS", "prioq:{"+s.qname+"}:*"))
+	if len(keys) > 0 {
+		_ = s.c.Do(ctx, radix.Cmd(nil, "DEL", keys...))
+	}
+}
+
+// ---- raw lists: the reference loop, and seed 001 ----------------------------
+
+// rawLists is one list per level, RPUSH to produce and one multi-key BLPOP
+// (highest level first) to consume: the "raw list loop" reference of
+// DESIGN.md §8, which is also seed 001's final design. No ack, no ids.
+type rawLists struct {
+	c    radix.Client
+	keys []string // highest level first
+	name string
+}
+
+func newRawLists(c radix.Client) *rawLists { return &rawLists{c: c, name: "raw list loop (seed 001)"} }
+
+func (s *rawLists) Name() string     { return s.name }
+func (s *rawLists) Reliable() bool   { return false }
+func (s *rawLists) Priorities() bool { return true }
+func (s *rawLists) Delays() bool     { return false }
+func (s *rawLists) Prepare(context.Context) error {
+	p := fmt.Sprintf("bench:raw:%d:", time.Now().UnixNano())
+	s.keys = nil
+	for l := levels - 1; l >= 0; l-- {
+		s.keys = append(s.keys, p+strconv.Itoa(l))
+	}
+	return nil
+}
+func (s *rawLists) key(level int) string { return s.keys[levels-1-level] }
+func (s *rawLists) Enqueue(ctx context.Context, level int, p []byte) error {
+	return s.c.Do(ctx, radix.Cmd(nil, "RPUSH", s.key(level), string(p)))
+}
+func (s *rawLists) EnqueueBatch(ctx context.Context, lv []int, ps [][]byte) error {
+	pl := radix.NewPipeline()
+	for i := range ps {
+		pl.Append(radix.Cmd(nil, "RPUSH", s.key(lv[i]), string(ps[i])))
+	}
+	return s.c.Do(ctx, pl)
+}
+func (s *rawLists) EnqueueAt(context.Context, int, []byte, time.Time) error { return errUnsupported }
+func (s *rawLists) Consume(ctx context.Context, workers, batch int, handle func([]byte)) error {
+	return runWorkers(ctx, workers, func(ctx context.Context) error {
+		var r []string
+		err := s.c.Do(ctx, radix.Cmd(&r, "BLPOP", append(append([]string(nil), s.keys...), "1")...))
+		if err != nil {
+			return err
+		}
+		if len(r) == 2 {
+			handle([]byte(r[1]))
+		}
+		return nil
+	})
+}
+func (s *rawLists) Cleanup(ctx context.Context) { _ = s.c.Do(ctx, radix.Cmd(nil, "DEL", s.keys...)) }
+
+// rawPipelined is the ceiling: producers pipeline RPUSH, consumers pipeline
+// LPOP, no blocking, no priority, no ack. Nothing realistic goes faster.
+type rawPipelined struct{ rawLists }
+
+func newRawPipelined(c radix.Client) *rawPipelined {
+	return &rawPipelined{rawLists{c: c, name: "raw pipelined RPUSH+LPOP (ceiling)"}}
+}
+
+func (s *rawPipelined) Priorities() bool { return false }
+func (s *rawPipelined) Enqueue(ctx context.Context, _ int, p []byte) error {
+	return s.rawLists.Enqueue(ctx, 0, p)
+}
+func (s *rawPipelined) EnqueueBatch(ctx context.Context, lv []int, ps [][]byte) error {
+	return s.rawLists.EnqueueBatch(ctx, make([]int, len(ps)), ps)
+}
+func (s *rawPipelined) Consume(ctx context.Context, workers, batch int, handle func([]byte)) error {
+	return runWorkers(ctx, workers, func(ctx context.Context) error {
+		pl := radix.NewPipeline()
+		got := make([]radix.Maybe, batch)
+		bufs := make([][]byte, batch)
+		for i := range got {
+			got[i].Rcv = &bufs[i]
+			pl.Append(radix.Cmd(&got[i], "LPOP", s.key(0)))
+		}
+		if err := s.c.Do(ctx, pl); err != nil {
+			return err
+		}
+		n := 0
+		for i := range got {
+			if !got[i].Null {
+				handle(bufs[i])
+				n++
+			}
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond) // empty: it has no way to block
+		}
+		return nil
+	})
+}
+
+// runWorkers runs step in a loop on `workers` goroutines until ctx is done.
+func runWorkers(ctx context.Context, workers int, step func(context.Context) error) error {
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := step(ctx); err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+)
+
+// The test binary re-runs itself as a consumer or producer process. Each
+// process writes one line per event to stdout, unbuffered, so that what a
+// SIGKILLed process reported is all in the pipe:
+//
+//	S id   a delivery started (a handler got the message)
+//	A id   its ack succeeded
+//	E id   an enqueue succeeded
+const helperEnv = "PRIOQ_INTEGRATION_HELPER"
+
+type queueSpec struct {
+	name   string
+	layout string // "levels" or "range"
+	mode   string // "alo" or "amo"
+}
+
+func (s queueSpec) config() prioq.Config {
+	cfg := prioq.Config{Layout: prioq.Levels(5)}
+	if s.layout == "range" {
+		cfg.Layout = prioq.Range(-1000, 1000, 8)
+	}
+	if s.mode == "amo" {
+		cfg.Mode = prioq.AtMostOnce
+	}
+	return cfg
+}
+
+func (s queueSpec) priority(r *rand.Rand) int64 {
+	if s.layout == "range" {
+		return r.Int64N(2001) - 1000
+	}
+	return r.Int64N(5)
+}
+
+func runHelper(role string) int {
+	spec := queueSpec{os.Getenv("H_QUEUE"), os.Getenv("H_LAYOUT"), os.Getenv("H_MODE")}
+	ctx := context.Background()
+	cl, err := radix.PoolConfig{Size: 40}.New(ctx, "tcp", os.Getenv("H_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	out := os.Stdout
+	var mu sync.Mutex
+	emit := func(kind, id string) {
+		mu.Lock()
+		fmt.Fprintf(out, "%s %s\n", kind, id)
+		mu.Unlock()
+	}
+	switch role {
+	case "produce":
+		n, _ := strconv.Atoi(os.Getenv("H_N"))
+		prefix := os.Getenv("H_PREFIX")
+		r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+		for i := 0; i < n; i++ {
+			id := prefix + strconv.Itoa(i)
+			opts := []prioq.Option{prioq.ID(id), prioq.Priority(spec.priority(r))}
+			if r.IntN(5) == 0 {
+				opts = append(opts, prioq.Delay(time.Duration(r.IntN(300))*time.Millisecond))
+			}
+			if _, err := q.Enqueue(ctx, []byte("payload of "+id), opts...); err == nil {
+				emit("E", id)
+			}
+		}
+		return 0
+	case "consume":
+		workers, _ := strconv.Atoi(os.Getenv("H_WORKERS"))
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			cons, err := q.NewConsumer(prioq.ConsumerConfig{Lease: time.Second, SweepInterval: 200 * time.Millisecond, NoPromoter: w > 0})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "helper:", err)
+				return 1
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					m, err := cons.Receive(ctx)
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					emit("S", m.ID)
+					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+					if spec.mode == "alo" {
+						if err := m.Ack(ctx); err == nil {
+							emit("A", m.ID)
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait() // runs until killed
+		return 0
+	}
+	return 2
+}
+
+// helperProc is a running helper process and what it has reported so far.
+type helperProc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	mu     sync.Mutex
+	events map[string][]string // kind -> ids, in order
+}
+
+func startHelper(t *testing.T, role, addr string, spec queueSpec, env ...string) *helperProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+role, "H_ADDR="+addr, "H_QUEUE="+spec.name,
+		"H_LAYOUT="+spec.layout, "H_MODE="+spec.mode)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	h := &helperProc{cmd: cmd, done: make(chan struct{}), events: map[string][]string{}}
+	go func() {
+		defer close(h.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			kind, id, ok := strings.Cut(sc.Text(), " ")
+			if ok {
+				h.mu.Lock()
+				h.events[kind] = append(h.events[kind], id)
+				h.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() { h.kill() })
+	return h
+}
+
+func (h *helperProc) kill() {
+	_ = h.cmd.Process.Kill()
+	<-h.done
+}
+
+func (h *helperProc) wait(t *testing.T, d time.Duration) {
+	select {
+	case <-h.done:
+	case <-time.After(d):
+		t.Fatalf("helper %v did not finish in %v", h.cmd.Args, d)
+	}
+}
+
+func (h *helperProc) get(kind string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events[kind]...)
+}
