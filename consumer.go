@@ -375,7 +375,9 @@ func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
 func (c *Consumer) fetchLeased(n int) ([]*Message, error) {
 	q := c.q
 	take := func() ([]*Message, error) {
-		ctx, cancel := context.WithTimeout(c.bg, 10*time.Second)
+		// Not derived from c.bg: a take abandoned by Close would lease a
+		// message nobody holds until its lease ran out. It ends by itself.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		msgs, _, err := q.take(ctx, c.laneOrder(), n, c.cfg.Lease)
 		return msgs, err

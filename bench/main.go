@@ -84,6 +84,7 @@ func main() {
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
 	only := flag.String("only", "", "run only systems whose name contains this")
+	e2eOnly := flag.Bool("e2e", false, "only the end-to-end single-call runs (to iterate on throughput)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -100,8 +101,8 @@ func main() {
 	p := params{Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
 		PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000}
 	if *quick {
-		p = params{Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 1,
-			PickupSamples: 60, DelayedSamples: 60, MemoryMessages: 5000, IdleSeconds: 1, InvMessages: 300}
+		p = params{Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
+			PickupSamples: 60, DelayedSamples: 60, MemoryMessages: 5000, IdleSeconds: 0.5, InvMessages: 300}
 	}
 	redisfind.Docker = redisdocker.ForFind // the last resort, after PRIOQ_REDIS_ADDR and PATH
 	ctx := context.Background()
@@ -142,7 +143,18 @@ func main() {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s\n", s.Name())
+		if *e2eOnly {
+			t, err := endToEnd(ctx, client, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
+			if err != nil {
+				fatal(err)
+			}
+			fmt.Printf("%-40s %8.0f msg/s  %.1f cmds/msg  %.1f us CPU/msg\n", s.Name(), t.Rate, t.CmdsPerMsg, t.CPUPerMsg)
+			continue
+		}
 		rep.Systems = append(rep.Systems, runSystem(ctx, client, s, p))
+	}
+	if *e2eOnly {
+		return
 	}
 	if !*quick && !*noAsynq && *only == "" {
 		fmt.Fprintf(os.Stderr, "bench: asynq (building bench/asynqpeer)\n")
@@ -223,7 +235,7 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 	if s.Delays() {
 		spread := 2 * time.Second
 		if p.Quick {
-			spread = 700 * time.Millisecond
+			spread = 400 * time.Millisecond
 		}
 		late, err := lateness(ctx, s, p.DelayedSamples, spread, limit)
 		note("lateness", err)

@@ -110,7 +110,7 @@ func budgets(r *report) []budget {
 		a, b := sc.DepthLevels[0], sc.DepthLevels[len(sc.DepthLevels)-1]
 		x := b.TakeSrvUs / a.TakeSrvUs
 		add(fmt.Sprintf("take cost, levels, depth %d → %d", a.X, b.X), "flat",
-			fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.5))
+			fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.2))
 		a, b = sc.DepthRange[0], sc.DepthRange[len(sc.DepthRange)-1]
 		add(fmt.Sprintf("take cost, range, depth %d → %d", a.X, b.X), "grows as log n",
 			fmt.Sprintf("%.1f → %.1f µs server (%.2f×; log ratio %.1f×)", a.TakeSrvUs, b.TakeSrvUs,
@@ -119,8 +119,12 @@ func budgets(r *report) []budget {
 	if sc := r.Scale; sc != nil && len(sc.Lanes) > 1 {
 		a, b := sc.Lanes[0], sc.Lanes[len(sc.Lanes)-1]
 		x := b.TakeSrvUs / a.TakeSrvUs
-		add(fmt.Sprintf("take cost, lanes %d → %d (work only in the lowest lane)", a.X, b.X), "flat",
-			fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.5))
+		add(fmt.Sprintf("take cost, lanes %d → %d, work only in the lowest lane (worst case)", a.X, b.X), "flat",
+			fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.2))
+		a, b = sc.LanesTop[0], sc.LanesTop[len(sc.LanesTop)-1]
+		x = b.TakeSrvUs / a.TakeSrvUs
+		add(fmt.Sprintf("take cost, lanes %d → %d, work in the top lane", a.X, b.X), "flat",
+			fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.2))
 	}
 	return out
 }
@@ -178,12 +182,13 @@ func markdown(r *report) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", bu.What, bu.Budget, bu.Measured, met)
 	}
 	if sc := r.Scale; sc != nil {
-		b.WriteString("\n### Scale (AtLeastOnce; server µs per script call, wall µs per call)\n\n")
+		b.WriteString("\n### Scale (AtLeastOnce; server µs per operation from INFO commandstats, wall µs per call on one client)\n\n")
 		b.WriteString("| curve | x | enqueue srv µs | take srv µs | enqueue wall µs | take wall µs |\n|---|---|---|---|---|---|\n")
 		for _, c := range []struct {
 			name string
 			pts  []costPoint
-		}{{"depth, levels", sc.DepthLevels}, {"depth, range", sc.DepthRange}, {"lanes (levels)", sc.Lanes}, {"segments (range)", sc.Segments}} {
+		}{{"depth, levels", sc.DepthLevels}, {"depth, range", sc.DepthRange}, {"lanes, work in the lowest", sc.Lanes},
+			{"lanes, work in the top", sc.LanesTop}, {"segments, work in the lowest", sc.Segments}} {
 			for _, p := range c.pts {
 				fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.0f | %.0f |\n", c.name, p.X, p.EnqueueSrvUs, p.TakeSrvUs, p.EnqueueUs, p.TakeUs)
 			}

@@ -15,9 +15,9 @@ import (
 
 // Scale curves: how the cost of one enqueue and one take (AtLeastOnce) grows
 // with queue depth, lanes and segments, and end-to-end throughput with the
-// number of consumers. Costs are server-side microseconds per script call
-// from INFO commandstats (EVALSHA), which the loopback round trip does not
-// blur, plus the wall time one client sees per call.
+// number of consumers. Costs are server-side microseconds per operation from
+// INFO commandstats (all commands, scripts with what they run inside), which
+// the loopback round trip does not blur, plus the wall time one client sees.
 
 type costPoint struct {
 	X            int     `json:"x"`
@@ -37,30 +37,34 @@ type scaleResult struct {
 	DepthLevels []costPoint `json:"depth_levels"`
 	DepthRange  []costPoint `json:"depth_range"`
 	Lanes       []costPoint `json:"lanes"`
+	LanesTop    []costPoint `json:"lanes_work_in_top_lane"`
 	Segments    []costPoint `json:"segments"`
 	Consumers   []consPoint `json:"consumers"`
 }
 
-func evalStats(ctx context.Context, c radix.Client) (calls, usec float64) {
+// serverUsec is the server time spent in all commands so far (INFO
+// commandstats, minus INFO itself), in microseconds. A script's inner
+// commands are counted inside its EVALSHA, not again.
+func serverUsec(ctx context.Context, c radix.Client) float64 {
 	var info string
 	if err := c.Do(ctx, radix.Cmd(&info, "INFO", "commandstats")); err != nil {
-		return 0, 0
+		return 0
 	}
+	var usec float64
 	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
-			for _, kv := range strings.Split(rest, ",") {
-				k, v, _ := strings.Cut(kv, "=")
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			if k == "usec" {
 				f, _ := strconv.ParseFloat(v, 64)
-				switch k {
-				case "calls":
-					calls = f
-				case "usec":
-					usec = f
-				}
+				usec += f
 			}
 		}
 	}
-	return calls, usec
+	return usec
 }
 
 // measureCost fills a fresh queue to depth (priorities from prio), then times
@@ -85,7 +89,7 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 		filled += n
 	}
 	var pt costPoint
-	c0, u0 := evalStats(ctx, c)
+	u0 := serverUsec(ctx, c)
 	start := time.Now()
 	for i := 0; i < ops; i++ {
 		if _, err := q.Enqueue(ctx, payload, prioq.Priority(prio())); err != nil {
@@ -93,8 +97,8 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 		}
 	}
 	pt.EnqueueUs = float64(time.Since(start).Microseconds()) / float64(ops)
-	c1, u1 := evalStats(ctx, c)
-	pt.EnqueueSrvUs = (u1 - u0) / max(c1-c0, 1)
+	u1 := serverUsec(ctx, c)
+	pt.EnqueueSrvUs = (u1 - u0) / float64(ops)
 
 	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
 	if err != nil {
@@ -102,7 +106,7 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 	}
 	defer cons.Close(ctx)
 	msgs := make([]*prioq.Message, 0, ops)
-	c0, u0 = evalStats(ctx, c)
+	u0 = serverUsec(ctx, c)
 	start = time.Now()
 	for i := 0; i < ops; i++ {
 		m, err := cons.Receive(ctx)
@@ -112,8 +116,8 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 		msgs = append(msgs, m)
 	}
 	pt.TakeUs = float64(time.Since(start).Microseconds()) / float64(ops)
-	c1, u1 = evalStats(ctx, c)
-	pt.TakeSrvUs = (u1 - u0) / max(c1-c0, 1)
+	u1 = serverUsec(ctx, c)
+	pt.TakeSrvUs = (u1 - u0) / float64(ops)
 	for len(msgs) > 0 {
 		n := min(256, len(msgs))
 		prioq.AckBatch(ctx, msgs[:n]...)
@@ -137,7 +141,7 @@ func runScale(ctx context.Context, c radix.Client, p params) *scaleResult {
 	consumers := []int{1, 2, 4, 8, 16, 32, 64}
 	ops, n := 2000, 10000
 	if p.Quick {
-		depths, lanes, consumers, ops, n = []int{1000, 10000}, []int{1, 16, 64}, []int{1, 8, 32}, 300, 1500
+		depths, lanes, consumers, ops, n = []int{1000, 10000}, []int{1, 64}, []int{1, 32}, 300, 1500
 	}
 	warn := func(what string, err error) {
 		if err != nil {
@@ -162,6 +166,11 @@ func runScale(ctx context.Context, c radix.Client, p params) *scaleResult {
 		warn("lanes", err)
 		pt.X = l
 		r.Lanes = append(r.Lanes, pt)
+		top := int64(l - 1)
+		pt, err = measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(l)}, 1000, ops, func() int64 { return top })
+		warn("lanes, top", err)
+		pt.X = l
+		r.LanesTop = append(r.LanesTop, pt)
 		pt, err = measureCost(ctx, c, prioq.Config{Layout: prioq.Range(0, 1<<40, l)}, 1000, ops, func() int64 { return 0 })
 		warn("segments", err)
 		pt.X = l
