@@ -54,17 +54,16 @@
 // # Cost per operation
 //
 // Round trips (one Lua call or one pipeline each) and Redis commands, counting
-// the commands a script runs, for a Levels queue:
+// the commands a script runs:
 //
-//	Enqueue            1 round trip; 2 commands (+1 when the lane was empty, AtLeastOnce)
-//	EnqueueBatch       1 round trip for the whole batch
-//	take, AtLeastOnce  1 round trip; 5 commands (LMPOP, ZADD, HSET, ZADD wake, EVALSHA)
-//	take, AtMostOnce   1 round trip; 1 command (BLPOP)
-//	Ack                1 round trip; 2 commands (ZREM + HDEL), batchable; 3 with a caller id
-//	promotion          1 round trip per batch of due messages
-//	Cancel             1 round trip; delayed O(log n), ready O(depth): lanes are scanned
-//
-// A Range enqueue adds an INCR (the FIFO sequence) and always arms the wake-up.
+//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, + ZADD wake-up for AtLeastOnce (no Lua)
+//	Enqueue otherwise (delay, ID, Range)   1 round trip; one script, 3-5 commands
+//	EnqueueBatch                           1 round trip for the whole batch (one script)
+//	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, ZADD, HSET, ZADD wake-up
+//	take, AtMostOnce                       1 round trip; BLPOP / BZPOPMIN (BLMPOP / BZMPOP for batches)
+//	Ack, AckBatch                          1 round trip; ZREM + HDEL per message, pipelined (ack.lua with a caller id)
+//	promotion                              1 round trip per batch of due messages
+//	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
 //
 // # Redis versions
 //

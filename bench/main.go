@@ -62,7 +62,7 @@ type sysResult struct {
 	E2E        *throughput `json:"end_to_end,omitempty"`
 	E2EBatch   *throughput `json:"end_to_end_batched,omitempty"`
 	Pickup     *latency    `json:"idle_pickup_ms,omitempty"`
-	PickupRaw  []float64   `json:"-"`
+	PickupRaw  []float64   `json:"idle_pickup_samples_ms,omitempty"`
 	Late       *latency    `json:"delayed_lateness_ms,omitempty"`
 	MemPerMsg  *float64    `json:"memory_bytes_per_message,omitempty"`
 	IdleRate   *float64    `json:"idle_commands_per_s_per_consumer,omitempty"`
