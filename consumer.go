@@ -226,13 +226,25 @@ func (c *Consumer) fetch(done chan struct{}, n int) {
 		msgs, err = c.fetchPopped(n)
 	}
 	c.mu.Lock()
-	c.held = append(c.held, msgs...)
+	closed := c.closed
+	if !closed {
+		c.held = append(c.held, msgs...)
+	}
 	if err != nil && c.bg.Err() == nil {
 		c.fetchErr = err
 	}
 	c.fetching = nil
 	close(done)
 	c.mu.Unlock()
+	if closed && len(msgs) > 0 {
+		// Close stopped waiting for this fetch (its ctx ended first) and has
+		// already given back what was held: give these back too.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := c.putBack(ctx, msgs); err != nil {
+			c.report(err)
+		}
+		cancel()
+	}
 }
 
 func (c *Consumer) laneOrder() []int {
@@ -437,10 +449,13 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
-// progress (an AtMostOnce pop may take up to BlockTimeout) or until ctx is
-// done, and gives back messages fetched but never handed out: AtMostOnce ones
-// to the head of their lane, AtLeastOnce ones by ending their lease, without
-// counting the attempt. Messages already handed out are the caller's to Ack.
+// progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
+// ends at once) or until ctx is done, and gives back messages fetched but
+// never handed out: AtMostOnce ones to the head of their lane, AtLeastOnce
+// ones by ending their lease, without counting the attempt. When ctx ends
+// first, Close returns ctx's error and the pop still running gives back what
+// it takes when it ends (within BlockTimeout). Messages already handed out are
+// the caller's to Ack.
 func (c *Consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {

@@ -264,3 +264,35 @@ func TestAckOnAtMostOnceMessage(t *testing.T) {
 	assert.ErrorIs(t, q.Pause(ctx), ErrWrongMode)
 	assert.True(t, errors.Is(msg.Extend(ctx, time.Second), ErrWrongMode))
 }
+
+// Close with a ctx that ends before the AtMostOnce pop in progress: Close
+// returns at once, and a message the pop takes afterwards is given back to
+// its lane, not stranded.
+func TestCloseBeforeAtMostOncePopEndsLosesNothing(t *testing.T) {
+	c := newClient(t)
+	q := openQueue(t, c, Config{Mode: AtMostOnce})
+	cons, err := q.NewConsumer(ConsumerConfig{BlockTimeout: 2 * time.Second, NoPromoter: true})
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = cons.Receive(short) // starts a pop that blocks for up to 2 s
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	closeCtx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	start := time.Now()
+	err = cons.Close(closeCtx)
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second)
+	ctx := ctxT(t, 10*time.Second)
+	id, err := q.Enqueue(ctx, []byte("arrives while the old pop still waits"))
+	require.NoError(t, err)
+	// The old pop takes it and, the consumer being closed, puts it back.
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Ready == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	cons2 := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	m, err := cons2.Receive(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, id, m.ID)
+}

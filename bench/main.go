@@ -151,7 +151,9 @@ func main() {
 			fmt.Printf("%-40s %8.0f msg/s  %.1f cmds/msg  %.1f us CPU/msg\n", s.Name(), t.Rate, t.CmdsPerMsg, t.CPUPerMsg)
 			continue
 		}
+		start := time.Now()
 		rep.Systems = append(rep.Systems, runSystem(ctx, client, s, p))
+		fmt.Fprintf(os.Stderr, "bench: %s took %v\n", s.Name(), time.Since(start).Round(100*time.Millisecond))
 	}
 	if *e2eOnly {
 		return
@@ -162,7 +164,9 @@ func main() {
 	}
 	if *only == "" {
 		fmt.Fprintf(os.Stderr, "bench: scale curves\n")
+		start := time.Now()
 		rep.Scale = runScale(ctx, client, p)
+		fmt.Fprintf(os.Stderr, "bench: scale curves took %v\n", time.Since(start).Round(100*time.Millisecond))
 	}
 	rep.Budgets = budgets(&rep)
 

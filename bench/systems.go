@@ -132,7 +132,13 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer cons.Close(context.Background())
+			// A short Close: an AtMostOnce pop still waiting gives back what it
+			// takes by itself, so the next phase need not wait BlockTimeout.
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				_ = cons.Close(cctx)
+				cancel()
+			}()
 			for {
 				msgs, err := cons.ReceiveBatch(ctx, batch)
 				if err != nil {
