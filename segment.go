@@ -1,7 +1,6 @@
 package prioq
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -61,12 +60,4 @@ func priorityOfScore(s string) (int64, error) {
 		return 0, fmt.Errorf("%w: score %q is not a priority", ErrCorrupt, s)
 	}
 	return -int64(f), nil
-}
-
-// seqMember builds the segment member for an envelope: seq‖envelope.
-func seqMember(seq uint64, env []byte) []byte {
-	m := make([]byte, 8+len(env))
-	binary.BigEndian.PutUint64(m, seq)
-	copy(m[8:], env)
-	return m
 }

@@ -323,16 +323,8 @@ func lateness(p params, limit time.Duration) (*latency, error) {
 			return nil, err
 		}
 	}
-	deadline := time.Now().Add(spread + limit + 6*time.Second) // asynq checks scheduled tasks every 5 s
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(ds)
-		mu.Unlock()
-		if n >= p.DelayedSamples {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// asynq checks scheduled tasks every 5 s.
+	waitUntil(spread+limit+6*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(ds) >= p.DelayedSamples })
 	mu.Lock()
 	defer mu.Unlock()
 	return summarize(ds, p.DelayedSamples-len(ds), early), nil
@@ -371,16 +363,7 @@ func inversions(p params, limit time.Duration) (int, int, error) {
 	var mu sync.Mutex
 	var order []int
 	srv := server(1, func(b []byte) { mu.Lock(); order = append(order, int(b[16])); mu.Unlock() })
-	deadline := time.Now().Add(limit + 5*time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(order)
-		mu.Unlock()
-		if n >= p.InvMessages {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(limit+5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) >= p.InvMessages })
 	srv.Shutdown()
 	mu.Lock()
 	defer mu.Unlock()
@@ -392,4 +375,11 @@ func inversions(p params, limit time.Duration) (int, int, error) {
 		best = max(best, order[i])
 	}
 	return inv, len(order), nil
+}
+
+// waitUntil polls done every 20 ms until it holds or d has passed.
+func waitUntil(d time.Duration, done func() bool) {
+	for deadline := time.Now().Add(d); !done() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
