@@ -29,6 +29,8 @@ type Message struct {
 	lane     int
 	token    string    // lease token (AtLeastOnce)
 	deadline time.Time // lease deadline (AtLeastOnce)
+	// onExtend, set by Run, moves the handler's context deadline with the lease.
+	onExtend func(time.Time)
 }
 
 func newMessage(e envelope) *Message {
@@ -79,7 +81,8 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 	return m.q.fail(ctx, m, after, reason, false)
 }
 
-// Extend moves the lease deadline to d from now. ErrLeaseLost as for Ack.
+// Extend moves the lease deadline to d from now; under Run, the handler's
+// context then ends at the new deadline too. ErrLeaseLost as for Ack.
 // One round trip.
 func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if err := m.leased(); err != nil {
@@ -98,6 +101,9 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("prioq: extend %q: %w", m.ID, ErrLeaseLost)
 	}
 	m.deadline = deadline
+	if m.onExtend != nil {
+		m.onExtend(deadline)
+	}
 	return nil
 }
 

@@ -408,3 +408,53 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	// (16) in flight per kill, plus acks lost with the process.
 	assert.LessOrEqual(t, dup, kills*(16+maxAckBatch))
 }
+
+// Under Run the handler's ctx ends with the lease, and Extend moves that end.
+func TestHandlerContextFollowsTheLease(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{})
+	extended, err := q.Enqueue(ctx, []byte("extends"), Priority(2))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("does not"), Priority(1))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{Lease: 400 * time.Millisecond, SweepInterval: time.Hour})
+	type outcome struct {
+		id        string
+		aliveLate bool  // ctx still alive 700 ms in
+		cause     error // why it ended, if it did
+	}
+	got := make(chan outcome, 2)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = cons.Run(runCtx, func(hctx context.Context, m *Message) error {
+			if m.ID == extended {
+				if err := m.Extend(hctx, 2*time.Second); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-hctx.Done():
+				got <- outcome{m.ID, false, context.Cause(hctx)}
+				return hctx.Err()
+			case <-time.After(700 * time.Millisecond):
+				got <- outcome{m.ID, true, nil}
+				return nil
+			}
+		})
+	}()
+	for i := 0; i < 2; i++ {
+		select {
+		case o := <-got:
+			if o.id == extended {
+				assert.True(t, o.aliveLate, "Extend must move the handler's deadline")
+			} else {
+				assert.False(t, o.aliveLate, "the handler ctx must end with the lease")
+				assert.ErrorIs(t, o.cause, ErrLeaseExpired)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("handler did not finish")
+		}
+	}
+}

@@ -11,14 +11,19 @@ import (
 // Handler handles one message. For AtLeastOnce queues, returning nil acks the
 // message and returning an error retries it after the queue's backoff (or
 // dead-letters it after MaxAttempts); return an error wrapping ErrSkipRetry
-// to dead-letter it at once. The handler's ctx ends at the lease deadline set
-// when the message was taken (an Extend does not move it) and when Run's
-// grace period runs out.
+// to dead-letter it at once. The handler's ctx is cancelled when the lease
+// ends (m.Extend moves that moment; context.Cause(ctx) is then
+// ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
 
 // ErrSkipRetry, wrapped in a handler's error, sends the message straight to the
 // dead-letter list.
 var ErrSkipRetry = errors.New("prioq: do not retry")
+
+// ErrLeaseExpired is the cause (context.Cause) of a handler context cancelled
+// because the message's lease ended: the message may already be with another
+// consumer.
+var ErrLeaseExpired = errors.New("prioq: lease expired")
 
 // Run feeds up to Concurrency handlers at once until ctx is done. It fetches
 // as many messages per round trip as there are free handlers, through the
@@ -102,9 +107,13 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ackBatcher) {
 	ctx := base
 	if !m.deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(base, m.deadline)
-		defer cancel()
+		// A timer rather than context.WithDeadline, so that Extend can move it.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(base)
+		defer cancel(nil)
+		timer := time.AfterFunc(time.Until(m.deadline), func() { cancel(ErrLeaseExpired) })
+		defer timer.Stop()
+		m.onExtend = func(d time.Time) { timer.Reset(time.Until(d)) }
 	}
 	err := callHandler(ctx, m, h)
 	if acker == nil {
