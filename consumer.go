@@ -89,8 +89,9 @@ func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 // A consumer starts background work (promotion of delayed messages and, for
 // AtLeastOnce, the lease sweep) when it is created: Close it.
 type Consumer struct {
-	q   *Queue
-	cfg ConsumerConfig
+	q            *Queue
+	cfg          ConsumerConfig
+	blockTimeout string // cfg.BlockTimeout in seconds, as Redis takes it
 
 	bg     context.Context // ends on Close: background work and AtLeastOnce waits
 	stop   context.CancelFunc
@@ -117,7 +118,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			}
 		}
 	}
-	c := &Consumer{q: q, cfg: cfg}
+	c := &Consumer{q: q, cfg: cfg, blockTimeout: strconv.FormatFloat(cfg.BlockTimeout.Seconds(), 'f', -1, 64)}
 	c.bg, c.stop = context.WithCancel(context.Background())
 	if !cfg.NoPromoter {
 		c.goBackground(c.runPromoter)
@@ -247,15 +248,14 @@ func (c *Consumer) fetch(done chan struct{}, n int) {
 	}
 }
 
-func (c *Consumer) laneOrder() []int {
-	n := len(c.q.k.lanes)
-	order := make([]int, 0, n)
+// laneOrder returns the lane keys in the order to serve them this fetch:
+// the queue's fixed highest-first list, or a weighted draw.
+func (c *Consumer) laneOrder() []string {
 	if c.cfg.Weights == nil {
-		for i := n - 1; i >= 0; i-- {
-			order = append(order, i)
-		}
-		return order
+		return c.q.k.highFirst
 	}
+	n := len(c.q.k.lanes)
+	order := make([]string, 0, n)
 	// Weighted draw without replacement, then the zero-weight lanes, highest first.
 	w := append([]int(nil), c.cfg.Weights...)
 	total := 0
@@ -266,7 +266,7 @@ func (c *Consumer) laneOrder() []int {
 		r := rand.IntN(total)
 		for i := n - 1; i >= 0; i-- {
 			if r < w[i] {
-				order = append(order, i)
+				order = append(order, c.q.k.lanes[i])
 				total -= w[i]
 				w[i] = 0
 				break
@@ -276,7 +276,7 @@ func (c *Consumer) laneOrder() []int {
 	}
 	for i := n - 1; i >= 0; i-- {
 		if c.cfg.Weights[i] == 0 {
-			order = append(order, i)
+			order = append(order, c.q.k.lanes[i])
 		}
 	}
 	return order
@@ -296,12 +296,7 @@ var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...str
 // makes the order strict, and hands each element to exactly one waiting client.
 func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
 	q := c.q
-	order := c.laneOrder()
-	keys := make([]string, len(order))
-	for i, l := range order {
-		keys[i] = q.k.lanes[l]
-	}
-	timeout := strconv.FormatFloat(c.cfg.BlockTimeout.Seconds(), 'f', -1, 64)
+	keys, timeout := c.laneOrder(), c.blockTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+5*time.Second)
 	defer cancel()
 
@@ -310,16 +305,16 @@ func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
 	var err error
 	switch {
 	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
-		var r []string
+		var r [][]byte
 		err = q.c.Do(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
 		if len(r) == 2 {
-			key, entries = r[0], [][]byte{[]byte(r[1])}
+			key, entries = string(r[0]), r[1:]
 		}
 	case n == 1: // BZPOPMIN: Redis ≥ 5.0
-		var r []string
+		var r [][]byte
 		err = q.c.Do(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
 		if len(r) == 3 {
-			key, entries = r[0], [][]byte{[]byte(r[1])}
+			key, entries = string(r[0]), r[1:2]
 		}
 	default: // BLMPOP / BZMPOP: Redis ≥ 7.0
 		args := append([]string{timeout, strconv.Itoa(len(keys))}, keys...)
@@ -341,11 +336,9 @@ func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
 	}
-	lane := -1
-	for i, k := range q.k.lanes {
-		if k == key {
-			lane = i
-		}
+	lane, ok := q.k.laneIndex[key]
+	if !ok && len(entries) > 0 {
+		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
 	}
 	msgs := make([]*Message, 0, len(entries))
 	var ids []string
@@ -398,11 +391,10 @@ func (c *Consumer) fetchLeased(n int) ([]*Message, error) {
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
-	timeout := strconv.FormatFloat(c.cfg.BlockTimeout.Seconds(), 'f', -1, 64)
 	for {
 		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+5*time.Second)
 		var got []string
-		err := q.c.Do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, timeout))
+		err := q.c.Do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
 		cancel()
 		if err != nil {
 			if c.bg.Err() != nil {

@@ -18,9 +18,8 @@ func (q *Queue) promote(ctx context.Context) (int, int64, error) {
 
 // promoteAt promotes what is due at nowMs; tests drive it with virtual time.
 func (q *Queue) promoteAt(ctx context.Context, nowMs int64) (int, int64, error) {
-	keys := append([]string{q.k.delayed, q.k.dstore, q.k.seq, q.k.wake}, q.k.lanes...)
 	var res []int64
-	err := q.c.Do(ctx, promoteScript.Cmd(&res, keys, fmtInt(nowMs),
+	err := q.c.Do(ctx, promoteScript.Cmd(&res, q.k.promoteKeys, fmtInt(nowMs),
 		strconv.Itoa(q.cfg.PromoteBatch), q.armFlag(), q.kind()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("prioq: promote %q: %w", q.name, err)

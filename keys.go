@@ -8,18 +8,32 @@ import "strconv"
 // names; they get every key they touch in KEYS. The layout is listed in doc.go.
 
 type keySet struct {
-	meta     string // HASH  layout and mode, written once by Open
-	ids      string // SET   caller-given ids of live messages (idempotency)
-	seq      string // STRING counter: FIFO order inside a range segment
-	delayed  string // ZSET  id -> due time (ms)
-	dstore   string // HASH  id -> routed envelope of a delayed message
-	sched    string // LIST  at most one marker: "the earliest due time moved earlier"
-	wake     string // ZSET  at most one member: "ready work may exist" (AtLeastOnce)
-	paused   string // STRING present while the queue is paused
-	leases   string // ZSET  lease token -> deadline (ms) (AtLeastOnce)
-	inflight string // HASH  lease token -> routed lane member (AtLeastOnce)
-	dead     string // LIST  dead-letter records (AtLeastOnce)
-	lanes    []string
+	meta     string   // HASH  layout and mode, written once by Open
+	ids      string   // SET   caller-given ids of live messages (idempotency)
+	seq      string   // STRING counter: FIFO order inside a range segment
+	delayed  string   // ZSET  id -> due time (ms)
+	dstore   string   // HASH  id -> routed envelope of a delayed message
+	sched    string   // LIST  at most one marker: "the earliest due time moved earlier"
+	wake     string   // ZSET  at most one member: "ready work may exist" (AtLeastOnce)
+	paused   string   // LIST/ZSET holding one sentinel while the queue is paused
+	leases   string   // ZSET  lease token -> deadline (ms) (AtLeastOnce)
+	inflight string   // HASH  lease token -> routed lane member (AtLeastOnce)
+	dead     string   // LIST  dead-letter records (AtLeastOnce)
+	lanes    []string // lane 0 (lowest priority) first
+
+	// Built once per queue, read-only afterwards: every slice has cap == len,
+	// so an append by a caller copies instead of writing into it.
+	highFirst []string       // lanes in serving order, highest first
+	laneIndex map[string]int // lane key -> lane
+
+	// The KEYS of each script that takes every lane, in the order the
+	// script's header documents (lua/*.lua).
+	promoteKeys []string // delayed, dstore, seq, wake, lanes...
+	purgeKeys   []string // ids, delayed, dstore, sched, lanes...
+	cancelKeys  []string // ids, delayed, dstore, lanes highest first...
+	failKeys    []string // leases, inflight, delayed, dstore, dead, wake, sched, lanes...
+	sweepKeys   []string // leases, inflight, dead, wake, paused, lanes...
+	deadKeys    []string // dead, ids, seq, wake, lanes...
 }
 
 func newKeySet(name string, lanes int) keySet {
@@ -38,20 +52,26 @@ func newKeySet(name string, lanes int) keySet {
 		dead:     p + "dead",
 		lanes:    make([]string, lanes),
 	}
+	k.laneIndex = make(map[string]int, lanes)
 	for i := range k.lanes {
 		k.lanes[i] = p + "lane:" + strconv.Itoa(i)
+		k.laneIndex[k.lanes[i]] = i
 	}
+	for i := range k.lanes {
+		k.highFirst = append(k.highFirst, k.lanes[len(k.lanes)-1-i])
+	}
+	k.highFirst = clip(k.highFirst)
+	withLanes := func(lanes []string, fixed ...string) []string { return clip(append(fixed, lanes...)) }
+	k.promoteKeys = withLanes(k.lanes, k.delayed, k.dstore, k.seq, k.wake)
+	k.purgeKeys = withLanes(k.lanes, k.ids, k.delayed, k.dstore, k.sched)
+	k.cancelKeys = withLanes(k.highFirst, k.ids, k.delayed, k.dstore)
+	k.failKeys = withLanes(k.lanes, k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched)
+	k.sweepKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake, k.paused)
+	k.deadKeys = withLanes(k.lanes, k.dead, k.ids, k.seq, k.wake)
 	return k
 }
 
-// lanesHighFirst returns the lane keys in serving order: highest lane first.
-func (k keySet) lanesHighFirst() []string {
-	out := make([]string, len(k.lanes))
-	for i := range k.lanes {
-		out[i] = k.lanes[len(k.lanes)-1-i]
-	}
-	return out
-}
+func clip(s []string) []string { return s[:len(s):len(s)] }
 
 // all lists every key of the queue, for Purge-style operations and tests.
 func (k keySet) all() []string {

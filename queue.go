@@ -264,7 +264,7 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*Message, error) {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
 	}
 	var raw [][]byte
-	if err := q.c.Do(ctx, peekScript.Cmd(&raw, q.k.lanesHighFirst(), strconv.Itoa(n), q.kind())); err != nil {
+	if err := q.c.Do(ctx, peekScript.Cmd(&raw, q.k.highFirst, strconv.Itoa(n), q.kind())); err != nil {
 		return nil, fmt.Errorf("prioq: peek %q: %w", q.name, err)
 	}
 	out := make([]*Message, 0, len(raw))
@@ -291,9 +291,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	keys := append([]string{q.k.ids, q.k.delayed, q.k.dstore}, q.k.lanesHighFirst()...)
 	var n int
-	if err := q.c.Do(ctx, cancelScript.Cmd(&n, keys, id, q.kind(), "1000")); err != nil {
+	if err := q.c.Do(ctx, cancelScript.Cmd(&n, q.k.cancelKeys, id, q.kind(), "1000")); err != nil {
 		return fmt.Errorf("prioq: cancel %q in %q: %w", id, q.name, err)
 	}
 	if n == 0 {
@@ -306,9 +305,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 // it deleted. In-flight and dead messages stay. One round trip. Cancelling ctx
 // abandons the call; the purge then happened whole or not at all.
 func (q *Queue) Purge(ctx context.Context) (int64, error) {
-	keys := append([]string{q.k.ids, q.k.delayed, q.k.dstore, q.k.sched}, q.k.lanes...)
 	var n int64
-	if err := q.c.Do(ctx, purgeScript.Cmd(&n, keys, q.kind())); err != nil {
+	if err := q.c.Do(ctx, purgeScript.Cmd(&n, q.k.purgeKeys, q.kind())); err != nil {
 		return 0, fmt.Errorf("prioq: purge %q: %w", q.name, err)
 	}
 	return n, nil

@@ -22,15 +22,11 @@ func leasePrefix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// take leases up to n ready messages in the given lane order (lane indexes).
+// take leases up to n ready messages from the lanes in the given order.
 // It returns paused=true when the queue is paused. One round trip.
-func (q *Queue) take(ctx context.Context, order []int, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
-	keys := make([]string, 0, 4+len(order))
-	keys = append(keys, q.k.paused, q.k.leases, q.k.inflight, q.k.wake)
+func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
+	keys := append([]string{q.k.paused, q.k.leases, q.k.inflight, q.k.wake}, lanes...)
 	now := time.Now()
-	for _, l := range order {
-		keys = append(keys, q.k.lanes[l])
-	}
 	args := []string{fmtInt(now.UnixMilli()), fmtInt(lease.Milliseconds()), strconv.Itoa(n), q.kind(), leasePrefix()}
 	var raw [][]byte
 	if err := q.c.Do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
@@ -78,9 +74,8 @@ func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reaso
 }
 
 func (q *Queue) failToken(ctx context.Context, token string, after time.Duration, reason, op string) error {
-	keys := append([]string{q.k.leases, q.k.inflight, q.k.delayed, q.k.dstore, q.k.dead, q.k.wake, q.k.sched}, q.k.lanes...)
 	var code int
-	err := q.c.Do(ctx, failScript.Cmd(&code, keys, token, fmtInt(time.Now().UnixMilli()),
+	err := q.c.Do(ctx, failScript.Cmd(&code, q.k.failKeys, token, fmtInt(time.Now().UnixMilli()),
 		fmtInt(after.Milliseconds()), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
 	if err != nil {
 		return err
@@ -94,9 +89,8 @@ func (q *Queue) failToken(ctx context.Context, token string, after time.Duration
 // sweep redelivers messages whose lease has expired (or dead-letters them past
 // MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round trip.
 func (q *Queue) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
-	keys := append([]string{q.k.leases, q.k.inflight, q.k.dead, q.k.wake, q.k.paused}, q.k.lanes...)
 	var res []int
-	err = q.c.Do(ctx, sweepScript.Cmd(&res, keys, fmtInt(time.Now().UnixMilli()), strconv.Itoa(limit),
+	err = q.c.Do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, fmtInt(time.Now().UnixMilli()), strconv.Itoa(limit),
 		strconv.Itoa(q.cfg.MaxAttempts), q.kind()))
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, err)
@@ -201,9 +195,8 @@ func parseDead(r []byte) (DeadLetter, error) {
 }
 
 func (q *Queue) deadOp(ctx context.Context, op, id string) (int, error) {
-	keys := append([]string{q.k.dead, q.k.ids, q.k.seq, q.k.wake}, q.k.lanes...)
 	var n int
-	if err := q.c.Do(ctx, deadScript.Cmd(&n, keys, op, id, q.kind(), q.armFlag())); err != nil {
+	if err := q.c.Do(ctx, deadScript.Cmd(&n, q.k.deadKeys, op, id, q.kind(), q.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, q.name, err)
 	}
 	return n, nil
