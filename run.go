@@ -46,15 +46,33 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 		defer acker.close()
 	}
 	var wg sync.WaitGroup
-	var err error
+	err := c.feed(ctx, slots, func(m *Message) {
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			c.handle(hctx, m, h, acker)
+		}()
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.cfg.GracePeriod):
+		hcancel()
+		<-done
+	}
+	return err
+}
+
+// feed takes as many messages as there are free slots and starts each, until
+// ctx is done (it returns ctx.Err()) or the consumer is closed (ErrClosed).
+// A slot is held from before the take until the message's handler returns.
+func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Message)) error {
 	for {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			err = ctx.Err()
-			break
+			return ctx.Err()
 		}
 		free := 1
 	more:
@@ -66,42 +84,28 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 				break more
 			}
 		}
-		msgs, rerr := c.ReceiveBatch(ctx, free)
+		msgs, err := c.ReceiveBatch(ctx, free)
 		for i := len(msgs); i < free; i++ {
 			<-slots
 		}
-		if rerr != nil {
-			if errors.Is(rerr, ErrClosed) || ctx.Err() != nil {
-				err = rerr
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				break
-			}
-			c.report(rerr)
-			if !sleepCtx(ctx, c.cfg.RetryInterval) {
-				err = ctx.Err()
-				break
-			}
-			continue
-		}
+		// Messages taken are always handled, even if ctx ended meanwhile:
+		// an AtMostOnce message exists nowhere else.
 		for _, m := range msgs {
-			wg.Add(1)
-			go func(m *Message) {
-				defer func() { <-slots; wg.Done() }()
-				c.handle(hctx, m, h, acker)
-			}(m)
+			start(m)
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrClosed):
+			return err
+		default:
+			c.report(err)
+			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+				return ctx.Err()
+			}
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(c.cfg.GracePeriod):
-		hcancel()
-		<-done
-	}
-	return err
 }
 
 func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ackBatcher) {
