@@ -172,7 +172,7 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake}
 	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
 	args := make([]string, 0, 4+7*len(ps))
-	args = append(args, strconv.FormatInt(time.Now().UnixMilli(), 10), q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
+	args = append(args, fmtInt(time.Now().UnixMilli()), q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
 	for _, p := range ps {
 		ki, ok := laneKeyIdx[p.lane]
 		if !ok {
@@ -184,7 +184,7 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 		if p.caller {
 			caller = "1"
 		}
-		args = append(args, p.id, caller, strconv.FormatInt(p.due, 10), strconv.Itoa(p.lane),
+		args = append(args, p.id, caller, fmtInt(p.due), strconv.Itoa(p.lane),
 			strconv.Itoa(ki), p.score, string(p.env))
 	}
 	var codes []int
