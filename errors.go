@@ -39,6 +39,13 @@ var (
 	ErrLeaseLost = errors.New("prioq: lease lost")
 	// ErrClosed is returned by a Consumer after Close.
 	ErrClosed = errors.New("prioq: consumer closed")
+	// ErrSkipRetry, wrapped in a handler's error, sends the message straight to
+	// the dead-letter list.
+	ErrSkipRetry = errors.New("prioq: do not retry")
+	// ErrLeaseExpired is the cause (context.Cause) of a handler context
+	// cancelled because the message's lease ended: the message may already be
+	// with another consumer.
+	ErrLeaseExpired = errors.New("prioq: lease expired")
 	// ErrScript is returned when a prioq Lua script answers with something it
 	// should never answer (a bug, or keys changed behind prioq's back).
 	ErrScript = errors.New("prioq: unexpected script reply")

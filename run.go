@@ -16,15 +16,6 @@ import (
 // ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
 
-// ErrSkipRetry, wrapped in a handler's error, sends the message straight to the
-// dead-letter list.
-var ErrSkipRetry = errors.New("prioq: do not retry")
-
-// ErrLeaseExpired is the cause (context.Cause) of a handler context cancelled
-// because the message's lease ended: the message may already be with another
-// consumer.
-var ErrLeaseExpired = errors.New("prioq: lease expired")
-
 // Run feeds up to Concurrency handlers at once until ctx is done. It fetches
 // as many messages per round trip as there are free handlers, through the
 // consumer's one fetch at a time (no blocking connection per handler), and in
