@@ -86,7 +86,12 @@ func main() {
 	only := flag.String("only", "", "run only systems whose name contains this")
 	e2eOnly := flag.Bool("e2e", false, "only the end-to-end single-call runs (to iterate on throughput)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
 	flag.Parse()
+	if *reportFrom != "" {
+		rereport(*reportFrom, *out)
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -168,24 +173,42 @@ func main() {
 		rep.Scale = runScale(ctx, client, p)
 		fmt.Fprintf(os.Stderr, "bench: scale curves took %v\n", time.Since(start).Round(100*time.Millisecond))
 	}
-	rep.Budgets = budgets(&rep)
+	writeResults(&rep, *out)
+}
 
-	dir := *out
+// writeResults computes the budgets and writes the Markdown (also to
+// stdout), the JSON and the plots to dir (default results/<time>).
+func writeResults(rep *report, dir string) {
+	rep.Budgets = budgets(rep)
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fatal(err)
 	}
-	md := markdown(&rep)
+	md := markdown(rep)
 	fmt.Print(md)
 	_ = os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
 	js, _ := json.MarshalIndent(rep, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644)
-	if err := plots(&rep, dir); err != nil {
+	if err := plots(rep, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: plots:", err)
 	}
 	fmt.Fprintf(os.Stderr, "bench: results in %s\n", dir)
+}
+
+// rereport reads a saved results.json and writes everything again, for a
+// changed report or verdict without measuring again.
+func rereport(path, dir string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		fatal(err)
+	}
+	writeResults(&rep, dir)
 }
 
 func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResult {
