@@ -33,7 +33,9 @@ type ConsumerConfig struct {
 	// least one process must promote for delayed messages to become ready.
 	NoPromoter bool
 	// PromoteWait is the server-side timeout of the promoter's wait for a
-	// wake-up; after it the promoter re-reads the next due time. Defaults to 10s.
+	// wake-up; after it the promoter re-reads the next due time (a safety
+	// net: enqueues wake it when they schedule an earlier message). Defaults
+	// to 30s.
 	PromoteWait time.Duration
 	// SweepInterval is how often this consumer looks for expired leases
 	// (AtLeastOnce). Defaults to 10s, or Lease/2 when that is shorter.
@@ -63,7 +65,7 @@ func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 		}
 	}
 	if c.PromoteWait <= 0 {
-		c.PromoteWait = 10 * time.Second
+		c.PromoteWait = 30 * time.Second
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 10 * time.Second
@@ -80,14 +82,33 @@ func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 	return c
 }
 
+// blockMargin is how much longer than its server-side timeout prioq waits for
+// a blocking call before it gives up on it (the connection is then closed, so
+// the server stops waiting too).
+const blockMargin = 2 * time.Second
+
 // Consumer takes messages from one queue. Receive, ReceiveBatch and Run may be
 // called from several goroutines; they share one fetch in progress at a time,
 // so a consumer holds at most two blocking connections of the client's pool at
 // once (its fetch and its promoter's wait). Size a radix pool for 2 per
 // consumer plus what the rest of the program uses.
 //
-// A consumer starts background work (promotion of delayed messages and, for
-// AtLeastOnce, the lease sweep) when it is created: Close it.
+// A consumer runs these parts, each in a file of its name:
+//   - the fetcher: one fetch at a time for Receive, ReceiveBatch and Run (a
+//     take, or a blocking pop, and the wait for a wake-up in between);
+//   - the promoter, unless NoPromoter: moves due delayed messages into their
+//     lanes, sleeping until the next due time;
+//   - the sweeper (AtLeastOnce): gives expired leases back to their lanes;
+//   - an ack batcher per Run call (AtLeastOnce): all acks ready together in
+//     one round trip.
+//
+// The promoter and the sweeper start with the consumer. Close stops them in
+// this order: no fetch starts any more; the wake-up wait, the promoter and the
+// sweeper are cancelled; the fetch in progress ends (an AtMostOnce pop runs to
+// its end, so that nothing it pops is lost); messages fetched but not handed
+// out are given back; the promoter and the sweeper return. Each step is
+// bounded by Close's ctx. Run's ack batcher stops when Run returns, after the
+// last handler's ack.
 type Consumer struct {
 	q            *Queue
 	cfg          ConsumerConfig
@@ -97,12 +118,7 @@ type Consumer struct {
 	stop   context.CancelFunc
 	bgDone sync.WaitGroup
 
-	mu       sync.Mutex
-	held     []*Message    // fetched but not handed out yet
-	fetching chan struct{} // closed when the fetch in progress ends; nil if none
-	fetchErr error
-	waiting  int // callers waiting on the fetch in progress
-	closed   bool
+	fetcher fetcher
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
@@ -119,12 +135,15 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		}
 	}
 	c := &Consumer{q: q, cfg: cfg, blockTimeout: strconv.FormatFloat(cfg.BlockTimeout.Seconds(), 'f', -1, 64)}
+	c.fetcher.c = c
 	c.bg, c.stop = context.WithCancel(context.Background())
 	if !cfg.NoPromoter {
-		c.goBackground(c.runPromoter)
+		p := &promoter{c: c}
+		c.goBackground(p.run)
 	}
 	if q.cfg.Mode == AtLeastOnce {
-		c.goBackground(c.runSweeper)
+		s := &sweeper{c: c}
+		c.goBackground(s.run)
 	}
 	return c, nil
 }
@@ -159,277 +178,14 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	return msgs[0], nil
 }
 
-// ReceiveBatch is Receive for up to n messages (at least one), all from the
-// highest non-empty lane, in one round trip. Cancellation as for Receive.
+// ReceiveBatch is Receive for up to n messages (at least one, at most
+// MaxBatch however large n is), all from the highest non-empty lane, in one
+// round trip. Cancellation as for Receive.
 func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: ReceiveBatch(%d)", ErrInvalidOption, n)
 	}
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, ErrClosed
-		}
-		if len(c.held) > 0 {
-			k := min(n, len(c.held))
-			out := append([]*Message(nil), c.held[:k]...)
-			c.held = c.held[k:]
-			c.mu.Unlock()
-			return out, nil
-		}
-		if c.fetching == nil {
-			if err := c.fetchErr; err != nil {
-				c.fetchErr = nil
-				c.mu.Unlock()
-				return nil, err
-			}
-			if err := ctx.Err(); err != nil {
-				c.mu.Unlock()
-				return nil, err
-			}
-			c.fetching = make(chan struct{})
-			go c.fetch(c.fetching, n)
-		}
-		done := c.fetching
-		c.waiting++
-		c.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		c.mu.Lock()
-		c.waiting--
-		c.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// stillWanted reports whether anyone waits for the fetch in progress.
-func (c *Consumer) stillWanted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.waiting > 0 && !c.closed
-}
-
-// fetch runs one fetch and parks its result in c.held / c.fetchErr. It does not
-// use the caller's context: abandoning a blocking pop would close its
-// connection, and a message popped in that instant would be lost. Each fetch
-// ends by itself within BlockTimeout (plus a margin when Redis is unreachable).
-func (c *Consumer) fetch(done chan struct{}, n int) {
-	var msgs []*Message
-	var err error
-	if c.q.cfg.Mode == AtLeastOnce {
-		msgs, err = c.fetchLeased(n)
-	} else {
-		msgs, err = c.fetchPopped(n)
-	}
-	c.mu.Lock()
-	closed := c.closed
-	if !closed {
-		c.held = append(c.held, msgs...)
-	}
-	if err != nil && c.bg.Err() == nil {
-		c.fetchErr = err
-	}
-	c.fetching = nil
-	close(done)
-	c.mu.Unlock()
-	if closed && len(msgs) > 0 {
-		// Close stopped waiting for this fetch (its ctx ended first) and has
-		// already given back what was held: give these back too.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := c.putBack(ctx, msgs); err != nil {
-			c.report(err)
-		}
-		cancel()
-	}
-}
-
-// laneOrder returns the lane keys in the order to serve them this fetch:
-// the queue's fixed highest-first list, or a weighted draw.
-func (c *Consumer) laneOrder() []string {
-	if c.cfg.Weights == nil {
-		return c.q.k.highFirst
-	}
-	n := len(c.q.k.lanes)
-	order := make([]string, 0, n)
-	// Weighted draw without replacement, then the zero-weight lanes, highest first.
-	w := append([]int(nil), c.cfg.Weights...)
-	total := 0
-	for _, x := range w {
-		total += x
-	}
-	for total > 0 {
-		r := rand.IntN(total)
-		for i := n - 1; i >= 0; i-- {
-			if r < w[i] {
-				order = append(order, c.q.k.lanes[i])
-				total -= w[i]
-				w[i] = 0
-				break
-			}
-			r -= w[i]
-		}
-	}
-	for i := n - 1; i >= 0; i-- {
-		if c.cfg.Weights[i] == 0 {
-			order = append(order, c.q.k.lanes[i])
-		}
-	}
-	return order
-}
-
-// blockingCmd issues commands radix v4.1.4 does not know to be blocking
-// (BLMPOP, BZMPOP) on a connection of their own: shared, they would stall
-// every command queued behind them on that connection.
-var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...string) radix.ActionProperties {
-	p := radix.DefaultActionProperties(cmd, args...)
-	p.CanShareConn, p.CanPipeline = false, false
-	return p
-}}
-
-// fetchPopped is the AtMostOnce fetch: one multi-key blocking pop over the
-// lanes in serving order. Redis serves the first non-empty key, which is what
-// makes the order strict, and hands each element to exactly one waiting client.
-func (c *Consumer) fetchPopped(n int) ([]*Message, error) {
-	q := c.q
-	keys, timeout := c.laneOrder(), c.blockTimeout
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+5*time.Second)
-	defer cancel()
-
-	var entries [][]byte
-	var key string
-	var err error
-	switch {
-	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
-		var r [][]byte
-		err = q.c.Do(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
-		if len(r) == 2 {
-			key, entries = string(r[0]), r[1:]
-		}
-	case n == 1: // BZPOPMIN: Redis ≥ 5.0
-		var r [][]byte
-		err = q.c.Do(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
-		if len(r) == 3 {
-			key, entries = string(r[0]), r[1:2]
-		}
-	default: // BLMPOP / BZMPOP: Redis ≥ 7.0
-		args := append([]string{timeout, strconv.Itoa(len(keys))}, keys...)
-		var mb radix.Maybe
-		if q.isRange() {
-			var pairs [][][]byte // [member, score] pairs
-			mb.Rcv = radix.Tuple{&key, &pairs}
-			err = q.c.Do(ctx, blockingCmd.Cmd(&mb, "BZMPOP", append(args, "MIN", "COUNT", strconv.Itoa(n))...))
-			for _, p := range pairs {
-				if len(p) > 0 {
-					entries = append(entries, p[0])
-				}
-			}
-		} else {
-			mb.Rcv = radix.Tuple{&key, &entries}
-			err = q.c.Do(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
-	}
-	lane, ok := q.k.laneIndex[key]
-	if !ok && len(entries) > 0 {
-		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
-	}
-	msgs := make([]*Message, 0, len(entries))
-	var ids []string
-	for _, b := range entries {
-		e, err := q.decodeLaneEntry(b)
-		if err != nil {
-			// Nowhere to report it but OnError: at-most-once has no dead letters.
-			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
-			continue
-		}
-		m := newMessage(e)
-		m.Attempts = 0
-		m.q, m.raw, m.lane = q, b, lane
-		msgs = append(msgs, m)
-		if e.CallerID {
-			ids = append(ids, e.ID)
-		}
-	}
-	if len(ids) > 0 {
-		// The message is gone from Redis: release its caller id. Not atomic
-		// with the pop; if this process dies in between, the id stays taken
-		// until Purge (see the README).
-		if err := q.c.Do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...)); err != nil {
-			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
-		}
-	}
-	return msgs, nil
-}
-
-// fetchLeased is the AtLeastOnce fetch: take (pop + lease in one script); when
-// nothing is ready, block on the wake-up marker until work may be there, then
-// take again. A wait that times out is simply repeated, without a take, while
-// a caller still wants the result: an idle consumer sends one command per
-// BlockTimeout. (A marker lost with a killed consumer is re-armed by the lease
-// sweep, so waiting instead of polling never strands ready work.) Waiting uses
-// the consumer's background context, so Close interrupts it at once: the
-// marker is only a hint, and a marker lost with the closed connection is put
-// back.
-func (c *Consumer) fetchLeased(n int) ([]*Message, error) {
-	q := c.q
-	take := func() ([]*Message, error) {
-		// Not derived from c.bg: a take abandoned by Close would lease a
-		// message nobody holds until its lease ran out. It ends by itself.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		msgs, _, err := q.take(ctx, c.laneOrder(), n, c.cfg.Lease)
-		return msgs, err
-	}
-	msgs, err := take()
-	if err != nil || len(msgs) > 0 {
-		return msgs, err
-	}
-	for {
-		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+5*time.Second)
-		var got []string
-		err := q.c.Do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
-		cancel()
-		if err != nil {
-			if c.bg.Err() != nil {
-				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = q.c.Do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
-				cancel()
-				return nil, ErrClosed
-			}
-			return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
-		}
-		if len(got) > 0 {
-			return take()
-		}
-		if !c.stillWanted() {
-			return nil, nil
-		}
-	}
-}
-
-// runSweeper redelivers expired leases every SweepInterval.
-func (c *Consumer) runSweeper(ctx context.Context) {
-	for sleepCtx(ctx, jitter(c.cfg.SweepInterval)) {
-		for {
-			_, _, more, err := c.q.sweep(ctx, 256)
-			if err != nil {
-				if ctx.Err() == nil {
-					c.report(err)
-				}
-				break
-			}
-			if !more {
-				break
-			}
-		}
-	}
+	return c.fetcher.receive(ctx, min(n, MaxBatch))
 }
 
 // jitter spreads d over [0.75d, 1.25d) so many consumers do not sweep in step.
@@ -442,40 +198,44 @@ func jitter(d time.Duration) time.Duration {
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
 // progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
-// ends at once) or until ctx is done, and gives back messages fetched but
-// never handed out: AtMostOnce ones to the head of their lane, AtLeastOnce
-// ones by ending their lease, without counting the attempt. When ctx ends
-// first, Close returns ctx's error and the pop still running gives back what
-// it takes when it ends (within BlockTimeout). Messages already handed out are
-// the caller's to Ack.
+// ends at once), and gives back messages fetched but never handed out:
+// AtMostOnce ones to the head of their lane, AtLeastOnce ones by ending their
+// lease, without counting the attempt. Messages already handed out are the
+// caller's to Ack.
+//
+// Close returns when ctx ends at the latest, with an error saying which step
+// did not finish: a fetch still running then gives back what it takes, and
+// what was held, when it ends (within BlockTimeout), and background work
+// still in a Redis call ends at that call's deadline.
 func (c *Consumer) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	running, first := c.fetcher.close()
+	if !first {
 		return nil
 	}
-	c.closed = true
-	done := c.fetching
-	c.mu.Unlock()
 	if c.q.cfg.Mode == AtLeastOnce {
 		c.stop() // interrupts the wake-up wait
 	}
-	var err error
-	if done != nil {
+	fail := func(step string) error {
+		return fmt.Errorf("prioq: close consumer of %q: %s: %w", c.q.name, step, ctx.Err())
+	}
+	if running != nil {
 		select {
-		case <-done:
+		case <-running:
 		case <-ctx.Done():
-			err = fmt.Errorf("prioq: close consumer of %q: fetch still running: %w", c.q.name, ctx.Err())
+			c.stop()
+			return fail("fetch still running")
 		}
 	}
 	c.stop()
-	c.bgDone.Wait()
-	c.mu.Lock()
-	held := c.held
-	c.held = nil
-	c.mu.Unlock()
-	if perr := c.putBack(ctx, held); perr != nil && err == nil {
-		err = perr
+	err := c.putBack(ctx, c.fetcher.takeHeld())
+	stopped := make(chan struct{})
+	go func() { c.bgDone.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		if err == nil {
+			err = fail("promoter or sweeper still in a Redis call")
+		}
 	}
 	return err
 }
@@ -486,12 +246,18 @@ func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 	}
 	q := c.q
 	if q.cfg.Mode == AtLeastOnce {
-		for _, m := range held {
-			if err := q.fail(ctx, m, 0, "", true); err != nil {
-				return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
+		var first error
+		for i := len(held) - 1; i >= 0; i-- { // each goes to the head: last first keeps their order
+			m := held[i]
+			err := q.fail(ctx, m, 0, "", true)
+			if err != nil && first == nil {
+				first = fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
+			}
+			if err != nil && ctx.Err() != nil {
+				break // the rest will fail too; their leases expire instead
 			}
 		}
-		return nil
+		return first
 	}
 	p := radix.NewPipeline()
 	for i := len(held) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
@@ -505,7 +271,7 @@ func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 			p.Append(radix.Cmd(nil, "SADD", q.k.ids, m.ID))
 		}
 	}
-	if err := q.c.Do(ctx, p); err != nil {
+	if err := q.do(ctx, p); err != nil {
 		return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(held), err)
 	}
 	return nil

@@ -102,7 +102,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 40; j++ {
-				_, _, err := q.promote(ctx)
+				_, _, _, err := q.promote(ctx)
 				assert.NoError(t, err)
 				time.Sleep(2 * time.Millisecond)
 			}
@@ -110,7 +110,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for {
-		moved, _, err := q.promote(ctx)
+		moved, _, _, err := q.promote(ctx)
 		require.NoError(t, err)
 		if moved == 0 {
 			break
@@ -120,4 +120,48 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, n, st.Ready)
 	assert.Zero(t, st.Delayed)
+}
+
+// Messages due at the same instant become ready in the order they were
+// enqueued, whatever their ids: caller ids that sort otherwise, a batch, and
+// generated ids whose 16-bit counter wraps between them.
+func TestEqualDueTimesKeepEnqueueOrder(t *testing.T) {
+	c := newClient(t)
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout, Mode: AtMostOnce})
+			at := At(time.Now().Add(time.Hour))
+			var want []string
+			for _, id := range []string{"order-3", "order-2", "order-10", "order-1"} {
+				_, err := q.Enqueue(ctx, []byte("x"), at, ID(id))
+				require.NoError(t, err)
+				want = append(want, id)
+			}
+			var items []Item
+			for _, id := range []string{"b-9", "b-8", "b-7", "b-10"} {
+				items = append(items, Item{Payload: []byte("x"), Options: []Option{at, ID(id)}})
+				want = append(want, id)
+			}
+			_, err := q.EnqueueBatch(ctx, items)
+			require.NoError(t, err)
+			idCounter.Store(65533) // the next ids wrap from 65535 to 0
+			for i := 0; i < 6; i++ {
+				id, err := q.Enqueue(ctx, []byte("x"), at)
+				require.NoError(t, err)
+				want = append(want, id)
+			}
+			moved, _, _, err := q.promoteAt(ctx, fmtInt(time.Now().Add(2*time.Hour).UnixMilli()))
+			require.NoError(t, err)
+			require.Equal(t, len(want), moved)
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			var got []string
+			for range want {
+				m, err := cons.Receive(ctx)
+				require.NoError(t, err)
+				got = append(got, m.ID)
+			}
+			assert.Equal(t, want, got)
+		})
+	}
 }

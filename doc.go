@@ -37,16 +37,17 @@
 //	prioq:{Q}:meta      HASH    layout, mode, format; written once by Open
 //	prioq:{Q}:lane:N    LIST    Levels: envelopes of priority N, oldest first
 //	prioq:{Q}:lane:N    ZSET    Range: segment N; member seq‖envelope, score -priority
-//	prioq:{Q}:seq       STRING  counter giving range members their FIFO order
-//	prioq:{Q}:delayed   ZSET    id -> due time (unix ms)
-//	prioq:{Q}:dstore    HASH    id -> "lane|score|envelope" of a delayed message
+//	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
+//	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
+//	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
 //	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
 //	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
 //	prioq:{Q}:wake      ZSET    ≤ 1 member: ready work may exist (AtLeastOnce)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
-//	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope (AtLeastOnce)
+//	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
+//	                            and stored records that did not parse (lane 0, no score)
 //
 // The envelope is a versioned binary record: version, flags, priority,
 // enqueue time, attempts, id, payload (see envelope.go).
@@ -65,6 +66,21 @@
 //	promotion                              1 round trip per batch of due messages
 //	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
 //
+// # Failures
+//
+// No script can fail after its first write (Redis does not roll a script
+// back): each one checks key types, record formats and counters first, cuts
+// long argument lists into chunks, and writes first what frees memory, so at
+// maxmemory (noeviction) takes, acks, retries, extends, sweeps and promotions
+// keep running while enqueues are refused, and an enqueue that reports an
+// error stored nothing. Batches are limited to MaxBatch messages per call.
+//
+// Every Redis call has a deadline (the caller's ctx, else Config.CallTimeout)
+// and returns at it even when the client does not; background loops go on
+// after a call that hangs, and Consumer.Close returns when its ctx ends. Use
+// Dialer for the radix pools prioq runs on: it makes a pool drop half-open
+// connections (see Dialer for why radix alone keeps them).
+//
 // # Redis versions
 //
 // Redis 7.0 or newer: LMPOP / ZMPOP (AtLeastOnce takes) and BLMPOP / BZMPOP
@@ -73,7 +89,14 @@
 //
 // # Clocks
 //
-// Due times and lease deadlines come from the clocks of the producing and
-// consuming hosts (ms). Keep them in sync (NTP); a host whose clock runs ahead
-// promotes early and expires leases early by that much.
+// Every time that decides something, a lease deadline, the due time of
+// Delay(d) or of a retry, the "now" of a sweep or a promotion, is the Redis
+// server's (TIME inside the scripts), so a host with a wrong clock cannot
+// expire another consumer's lease or promote early. At(t) is the caller's
+// wall time. Host clocks stamp only generated ids and EnqueuedAt.
+//
+// # Replication
+//
+// Config.WaitReplicas makes every write that acknowledges something wait for
+// that many replicas (WAIT); see ErrNotReplicated.
 package prioq

@@ -113,8 +113,9 @@ func validateID(id string) error {
 
 // ids are 12 bytes: 6 bytes of unix milliseconds, 2 bytes of a process-wide
 // counter and 4 random bytes, written in base32 with the sorted "hex" alphabet,
-// so they are 20 characters long and sort by creation time (and, within one
-// process and millisecond, by creation order).
+// so they are 20 characters long and sort by creation time, to the
+// millisecond (the counter wraps every 65,536 ids, so within a millisecond
+// their order is not creation order; nothing orders messages by id).
 var (
 	idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
 	idCounter  atomic.Uint32

@@ -24,6 +24,15 @@ var (
 	// ErrConfigMismatch is returned by Open when the queue already exists in Redis
 	// with another layout or delivery mode.
 	ErrConfigMismatch = errors.New("prioq: queue exists with a different configuration")
+	// ErrUnsafeEviction is returned by Open when the server's maxmemory-policy
+	// (allkeys-*) may evict the queue's keys, and Config.AllowEviction is not set.
+	ErrUnsafeEviction = errors.New("prioq: the server may evict the queue's keys")
+	// ErrNotReplicated is returned, with Config.WaitReplicas set, by a write
+	// that Redis made but that fewer replicas than asked confirmed within
+	// Config.WaitTimeout. The write stays: an enqueue returning it stored its
+	// message, an ack returning it acked. It may be lost if the primary fails
+	// before the replicas catch up.
+	ErrNotReplicated = errors.New("prioq: write not confirmed by enough replicas")
 	// ErrDuplicate is returned when a live message already has the given id.
 	ErrDuplicate = errors.New("prioq: duplicate id")
 	// ErrNotFound is returned when no waiting (ready or delayed) message has the given id.

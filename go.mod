@@ -1,6 +1,6 @@
 module github.com/prioq/prioq
 
-go 1.22.0
+go 1.23.0
 
 require (
 	github.com/mediocregopher/radix/v4 v4.1.4

@@ -7,17 +7,18 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/mediocregopher/radix/v4/trace"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/prioq/prioq/internal/redisdocker"
 	"github.com/prioq/prioq/internal/redisfind"
+	"github.com/prioq/prioq/internal/testkit"
 )
 
 // One Redis for the whole package run; every test uses queues of its own.
@@ -38,20 +39,14 @@ func TestMain(m *testing.M) {
 	fmt.Fprintln(os.Stderr, "prioq tests: Redis from", srv.How)
 	testAddr = srv.Addr
 	os.Setenv("PRIOQ_REDIS_ADDR", srv.Addr) // for the examples and helper processes
-	// One pool for all tests. radix fills a pool in the background after New
-	// and Close waits 100 ms per connection that fill has not made yet, so a
-	// pool per test would cost seconds; see newClient.
-	filled := make(chan struct{})
+	// One pool for all tests (testkit.Pool says why it waits for the fill).
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	sharedClient, err = radix.PoolConfig{Size: 64, Trace: trace.PoolTrace{
-		InitCompleted: func(trace.PoolInitCompleted) { close(filled) },
-	}}.New(ctx, "tcp", testAddr)
+	sharedClient, err = testkit.Pool(ctx, testAddr, 64, radix.Dialer{})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prioq tests: pool:", err)
 		os.Exit(1)
 	}
-	<-filled
 	code := m.Run()
 	sharedClient.Close()
 	srv.Stop()
@@ -145,4 +140,36 @@ func newRand(t testing.TB) *mrand.Rand {
 // goroutine prioq starts is still checked.
 var leakOptions = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/mediocregopher/radix/v4/internal/proc.(*Proc).Run.func1"),
+}
+
+// ownServer starts a redis-server for one test, for tests that change
+// server-wide settings (maxmemory, eviction policy). It needs the binary on
+// PATH; without it the test skips, except under CI=true, where it fails.
+func ownServer(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server is required under CI=true: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := redisfind.StartBinary(ctx, bin, args...)
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	return srv.Addr
+}
+
+// ownPool is a pool on addr, filled before it is returned and closed when the
+// test ends.
+func ownPool(t *testing.T, addr string, size int) radix.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := testkit.Pool(ctx, addr, size, radix.Dialer{})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }

@@ -10,9 +10,9 @@ import "strconv"
 type keySet struct {
 	meta     string   // HASH  layout and mode, written once by Open
 	ids      string   // SET   caller-given ids of live messages (idempotency)
-	seq      string   // STRING counter: FIFO order inside a range segment
-	delayed  string   // ZSET  id -> due time (ms)
-	dstore   string   // HASH  id -> routed envelope of a delayed message
+	seq      string   // STRING counter: FIFO order in segments and among equal due times
+	delayed  string   // ZSET  seq‖id -> due time (ms, server clock)
+	dstore   string   // HASH  id -> routed seq‖envelope of a delayed message
 	sched    string   // LIST  at most one marker: "the earliest due time moved earlier"
 	wake     string   // ZSET  at most one member: "ready work may exist" (AtLeastOnce)
 	paused   string   // LIST/ZSET holding one sentinel while the queue is paused
@@ -28,11 +28,11 @@ type keySet struct {
 
 	// The KEYS of each script that takes every lane, in the order the
 	// script's header documents (lua/*.lua).
-	promoteKeys []string // delayed, dstore, seq, wake, lanes...
+	promoteKeys []string // delayed, dstore, seq, wake, dead, lanes...
 	purgeKeys   []string // ids, delayed, dstore, sched, lanes...
 	cancelKeys  []string // ids, delayed, dstore, lanes highest first...
-	failKeys    []string // leases, inflight, delayed, dstore, dead, wake, sched, lanes...
-	sweepKeys   []string // leases, inflight, dead, wake, paused, lanes...
+	failKeys    []string // leases, inflight, delayed, dstore, dead, wake, sched, seq, lanes...
+	sweepKeys   []string // leases, inflight, dead, wake, paused, meta, lanes...
 	deadKeys    []string // dead, ids, seq, wake, lanes...
 }
 
@@ -62,11 +62,11 @@ func newKeySet(name string, lanes int) keySet {
 	}
 	k.highFirst = clip(k.highFirst)
 	withLanes := func(lanes []string, fixed ...string) []string { return clip(append(fixed, lanes...)) }
-	k.promoteKeys = withLanes(k.lanes, k.delayed, k.dstore, k.seq, k.wake)
+	k.promoteKeys = withLanes(k.lanes, k.delayed, k.dstore, k.seq, k.wake, k.dead)
 	k.purgeKeys = withLanes(k.lanes, k.ids, k.delayed, k.dstore, k.sched)
 	k.cancelKeys = withLanes(k.highFirst, k.ids, k.delayed, k.dstore)
-	k.failKeys = withLanes(k.lanes, k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched)
-	k.sweepKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake, k.paused)
+	k.failKeys = withLanes(k.lanes, k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched, k.seq)
+	k.sweepKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake, k.paused, k.meta)
 	k.deadKeys = withLanes(k.lanes, k.dead, k.ids, k.seq, k.wake)
 	return k
 }

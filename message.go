@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -20,7 +21,7 @@ type Message struct {
 	// Attempts counts deliveries including this one (AtLeastOnce); 0 for
 	// AtMostOnce messages and for peeked ones.
 	Attempts int
-	// EnqueuedAt is when the producer enqueued it (producer's clock, ms).
+	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
 	EnqueuedAt time.Time
 
 	callerID bool
@@ -44,8 +45,10 @@ func newMessage(e envelope) *Message {
 	}
 }
 
-// LeaseDeadline is when this delivery's lease ends (AtLeastOnce): after it the
-// message may be delivered to another consumer. Zero for AtMostOnce messages.
+// LeaseDeadline is when this delivery's lease ends (AtLeastOnce), on this
+// host's clock: the lease in Redis ends no earlier (it runs from the server's
+// now when the take ran, after this deadline's start); after it the message
+// may be delivered to another consumer. Zero for AtMostOnce messages.
 func (m *Message) LeaseDeadline() time.Time { return m.deadline }
 
 func (m *Message) leased() error {
@@ -58,7 +61,9 @@ func (m *Message) leased() error {
 // Ack marks the message done and deletes it: one round trip, two commands.
 // It fails with ErrLeaseLost, changing nothing, when the lease expired and the
 // message was taken back; the work may then be done twice (at-least-once).
-// Cancelling ctx abandons the call: the ack may or may not have happened.
+// With Config.WaitReplicas, ErrNotReplicated means the ack was made but not
+// confirmed by enough replicas. Cancelling ctx abandons the call: the ack may
+// or may not have happened.
 func (m *Message) Ack(ctx context.Context) error {
 	if err := m.leased(); err != nil {
 		return err
@@ -81,9 +86,9 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 	return m.q.fail(ctx, m, after, reason, false)
 }
 
-// Extend moves the lease deadline to d from now; under Run, the handler's
-// context then ends at the new deadline too. ErrLeaseLost as for Ack.
-// One round trip.
+// Extend moves the lease deadline to d from now (the Redis server's now);
+// under Run, the handler's context then ends at the new deadline too.
+// ErrLeaseLost as for Ack. One round trip.
 func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if err := m.leased(); err != nil {
 		return err
@@ -91,9 +96,9 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: Extend(%v)", ErrInvalidOption, d)
 	}
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(d) // no later than the server's: see take
 	var ok int
-	err := m.q.c.Do(ctx, extendScript.Cmd(&ok, []string{m.q.k.leases}, m.token, fmtInt(deadline.UnixMilli())))
+	err := m.q.do(ctx, extendScript.Cmd(&ok, []string{m.q.k.leases}, m.token, fmtInt(leaseMs(d))))
 	if err != nil {
 		return fmt.Errorf("prioq: extend %q: %w", m.ID, err)
 	}
@@ -108,7 +113,8 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 }
 
 // AckBatch acknowledges many messages of one queue in one round trip and
-// returns one error per message (nil, ErrLeaseLost, or the Redis error).
+// returns one error per message (nil, ErrLeaseLost, ErrNotReplicated, or the
+// Redis error).
 func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
@@ -160,15 +166,19 @@ func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
 		act = p
 	}
 	errs := make([]error, len(msgs))
-	if err := q.c.Do(ctx, act); err != nil {
-		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, err))
+	werr := q.write(ctx, act)
+	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, werr))
 	}
 	if len(removed) != len(msgs) {
 		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, ErrScript))
 	}
 	for i, m := range msgs {
-		if removed[i] == 0 {
+		switch {
+		case removed[i] == 0:
 			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, ErrLeaseLost)
+		case werr != nil:
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, werr)
 		}
 	}
 	return errs
@@ -187,17 +197,21 @@ func hasCallerID(msgs []*Message) bool {
 // that has had `attempts` deliveries (1 after the first failure).
 type BackoffFunc func(attempts int) time.Duration
 
-// ExponentialBackoff doubles from base per attempt up to max, with "full
+// ExponentialBackoff doubles from base per attempt up to maxDelay, with "full
 // jitter" in the upper half ([d/2, d)), so retries of many messages failing
-// together spread out instead of arriving in waves.
-func ExponentialBackoff(base, max time.Duration) BackoffFunc {
+// together spread out instead of arriving in waves. Any base and maxDelay are
+// safe: the doubling stops at maxDelay without overflowing, and a negative
+// value counts as 0.
+func ExponentialBackoff(base, maxDelay time.Duration) BackoffFunc {
+	base, maxDelay = max(base, 0), max(maxDelay, 0)
 	return func(attempts int) time.Duration {
-		d := base
-		for i := 1; i < attempts && d < max; i++ {
-			d *= 2
-		}
-		if d > max {
-			d = max
+		d := min(base, maxDelay)
+		for i := 1; i < attempts && d > 0 && d < maxDelay; i++ {
+			if d > maxDelay/2 {
+				d = maxDelay
+			} else {
+				d *= 2
+			}
 		}
 		if d <= 1 {
 			return d

@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,7 +28,8 @@ func Priority(p int64) Option {
 	return func(o *sendOptions) { o.priority, o.hasPriority = p, true }
 }
 
-// Delay makes the message ready d from now (producer's clock). A delay ≤ 0
+// Delay makes the message ready d from now, by the Redis server's clock (a
+// producer whose clock is wrong does not make it early or late). A delay of 0
 // means ready now; a negative delay is an error.
 func Delay(d time.Duration) Option {
 	return func(o *sendOptions) {
@@ -38,8 +40,8 @@ func Delay(d time.Duration) Option {
 	}
 }
 
-// At makes the message ready at t (producer's clock). A time in the past means
-// ready now.
+// At makes the message ready at t: the caller's wall time, compared with the
+// Redis server's clock. A time in the past means ready now.
 func At(t time.Time) Option {
 	return func(o *sendOptions) { o.at = t }
 }
@@ -74,7 +76,7 @@ type Result struct {
 type prepared struct {
 	id     string
 	caller bool
-	due    int64
+	due    string // '' ready now, "+ms" after the server's now, "ms" at that unix time
 	lane   int
 	score  string
 	env    []byte
@@ -101,14 +103,14 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if err != nil {
 		return prepared{}, err
 	}
-	nowMs := now.UnixMilli()
 	// Due times round up to the millisecond, so promotion (which compares
-	// whole milliseconds) never makes a message ready before its time.
-	due := nowMs
+	// whole milliseconds) never makes a message ready before its time. The
+	// script adds a delay to the server's clock.
+	var due string
 	if !o.at.IsZero() {
-		due = ceilMs(o.at)
+		due = fmtInt(ceilMs(o.at))
 	} else if o.delay > 0 {
-		due = ceilMs(now.Add(o.delay))
+		due = "+" + fmtInt(int64((o.delay+time.Millisecond-1)/time.Millisecond))
 	}
 	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane}
 	if !p.caller {
@@ -117,7 +119,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if q.isRange() {
 		p.score = scoreOf(o.priority)
 	}
-	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: nowMs, Payload: payload}
+	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Payload: payload}
 	p.env = e.encode()
 	return p, nil
 }
@@ -128,32 +130,44 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 // an ID option that is already alive it returns the id and ErrDuplicate and
 // stores nothing.
 //
-// One round trip (one Lua call). When Enqueue returns nil the message is in
-// Redis; whether it survives a Redis crash depends on Redis persistence (see
-// the README). Cancelling ctx abandons the call: the message may or may not
+// One round trip (one Lua call, or an RPUSH for a ready message with a
+// generated id in a Levels queue). When Enqueue returns nil the message is in
+// Redis; whether it survives a Redis crash depends on Redis persistence and,
+// for a failover, on Config.WaitReplicas (see the README). With WaitReplicas,
+// an error wrapping ErrNotReplicated comes with the id: the message is stored
+// but not confirmed by enough replicas. Cancelling ctx abandons the call: the message may or may not
 // have been stored, so retry with an ID option to stay idempotent.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (string, error) {
-	p, err := q.prepare(time.Now(), payload, opts)
+	p, err := q.prepare(q.now(), payload, opts)
 	if err != nil {
 		return "", err
 	}
 	res, err := q.send(ctx, []prepared{p})
-	if err != nil {
+	if res == nil {
 		return "", err
 	}
-	return res[0].ID, res[0].Err
+	if res[0].Err != nil {
+		return res[0].ID, res[0].Err
+	}
+	return res[0].ID, err
 }
 
-// EnqueueBatch stores many messages in one round trip (one Lua call, atomic:
-// all are stored or, on a Redis error, none) and returns a Result per item, in
-// order. Any invalid item fails the whole batch before anything is written;
-// duplicate ids are reported per item and do not stop the others.
-// Cancelling ctx abandons the call, as for Enqueue.
+// EnqueueBatch stores up to MaxBatch messages in one round trip (one Lua
+// call, atomic: all are stored or, on a Redis error, none) and returns a
+// Result per item, in order. Any invalid item, or more than MaxBatch items,
+// fails the whole batch before anything is written; duplicate ids are
+// reported per item and do not stop the others. With Config.WaitReplicas, an
+// error wrapping ErrNotReplicated comes with the results: the batch is
+// stored, but not confirmed by enough replicas. Cancelling ctx abandons the
+// call, as for Enqueue.
 func (q *Queue) EnqueueBatch(ctx context.Context, items []Item) ([]Result, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	now := time.Now()
+	if len(items) > MaxBatch {
+		return nil, fmt.Errorf("%w: batch of %d items (MaxBatch is %d)", ErrInvalidOption, len(items), MaxBatch)
+	}
+	now := q.now()
 	ps := make([]prepared, len(items))
 	for i, it := range items {
 		p, err := q.prepare(now, it.Payload, it.Options)
@@ -171,8 +185,8 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 	}
 	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake}
 	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
-	args := make([]string, 0, 4+7*len(ps))
-	args = append(args, fmtInt(time.Now().UnixMilli()), q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
+	args := make([]string, 0, 3+7*len(ps))
+	args = append(args, q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
 	for _, p := range ps {
 		ki, ok := laneKeyIdx[p.lane]
 		if !ok {
@@ -184,12 +198,13 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 		if p.caller {
 			caller = "1"
 		}
-		args = append(args, p.id, caller, fmtInt(p.due), strconv.Itoa(p.lane),
+		args = append(args, p.id, caller, p.due, strconv.Itoa(p.lane),
 			strconv.Itoa(ki), p.score, string(p.env))
 	}
 	var codes []int
-	if err := q.c.Do(ctx, enqueueScript.Cmd(&codes, keys, args...)); err != nil {
-		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+	werr := q.write(ctx, enqueueScript.Cmd(&codes, keys, args...))
+	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, werr)
 	}
 	if len(codes) != len(ps) {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w: %d codes for %d messages", q.name, ErrScript, len(codes), len(ps))
@@ -200,6 +215,9 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 		if codes[i] == 0 {
 			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.id, q.name, ErrDuplicate)
 		}
+	}
+	if werr != nil {
+		return out, fmt.Errorf("prioq: enqueue to %q: %w", q.name, werr)
 	}
 	return out, nil
 }
@@ -213,30 +231,47 @@ func ceilMs(t time.Time) int64 {
 }
 
 // canSendPlain reports whether a send needs no script: one message, to a
-// Levels queue, ready now, with a generated id (so there is no duplicate to
-// detect). This is the common case, and a Lua call costs Redis ~10 µs of fixed
+// Levels queue, ready now (no Delay, no At: the server's clock decides when
+// those are due), with a generated id (so there is no duplicate to detect).
+// This is the common case, and a Lua call costs Redis ~10 µs of fixed
 // overhead that an RPUSH does not. Batches keep the script: it makes them
 // atomic and its overhead is shared by the batch.
 func (q *Queue) canSendPlain(ps []prepared) bool {
-	return len(ps) == 1 && !q.isRange() && !ps[0].caller && ps[0].due <= time.Now().UnixMilli()
+	return len(ps) == 1 && !q.isRange() && !ps[0].caller && ps[0].due == ""
 }
 
 // sendPlain stores one ready message of a Levels queue without Lua: an RPUSH
 // (atomic by itself) and, for AtLeastOnce, the wake-up marker (an idempotent
-// ZADD on a one-member set) in the same round trip. If the connection is cut
-// between the two, the message is stored and only the wake-up is lost; the
-// lease sweep re-arms it.
+// ZADD on a one-member set) in the same round trip. A pipeline is not a
+// script: Redis judges each command alone, so the RPUSH can succeed and the
+// ZADD fail (at maxmemory the RPUSH may be the write that crosses the limit).
+// What counts is the RPUSH: when its reply arrived the message is stored and
+// the enqueue succeeded, whatever the ZADD did; a wake-up lost that way (or
+// with a connection cut between the two) is re-armed by the lease sweep.
 func (q *Queue) sendPlain(ctx context.Context, ps []prepared) ([]Result, error) {
 	m := ps[0]
-	var act radix.Action = radix.Cmd(nil, "RPUSH", q.k.lanes[m.lane], string(m.env))
+	var length int64 // the lane's length after the RPUSH; 0 until its reply arrives
+	var act radix.Action = radix.Cmd(&length, "RPUSH", q.k.lanes[m.lane], string(m.env))
 	if q.cfg.Mode == AtLeastOnce {
 		p := radix.NewPipeline()
 		p.Append(act)
 		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
 		act = p
 	}
-	if err := q.c.Do(ctx, act); err != nil {
+	err := q.write(ctx, act)
+	stored := err == nil || errors.Is(err, ErrNotReplicated) || (isReply(err) && length > 0)
+	if !stored {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
 	}
-	return []Result{{ID: m.id}}, nil
+	res := []Result{{ID: m.id}}
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, ErrNotReplicated):
+	case q.cfg.WaitReplicas > 0: // the ZADD failed, so WAIT was not sent
+		err = fmt.Errorf("%w: %w", ErrNotReplicated, err)
+	default:
+		return res, nil
+	}
+	return res, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
 }

@@ -3,7 +3,9 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -49,7 +51,7 @@ func (m Mode) String() string {
 
 // storageFormat is written to the meta key; bump it when the stored form of
 // keys or envelopes changes incompatibly.
-const storageFormat = "1"
+const storageFormat = "2"
 
 // Config configures a queue. The zero value of every field selects its default.
 type Config struct {
@@ -67,10 +69,42 @@ type Config struct {
 	// Backoff gives the delay before the next attempt after a failed one.
 	// Defaults to ExponentialBackoff(time.Second, time.Hour).
 	Backoff BackoffFunc
-	// PromoteBatch is how many due delayed messages one promotion moves.
-	// Defaults to 256.
+	// PromoteBatch is how many due delayed messages one promotion moves, at
+	// most MaxBatch. Defaults to 256.
 	PromoteBatch int
+	// CallTimeout is the deadline of a Redis call whose context has none,
+	// background calls included. Defaults to DefaultCallTimeout.
+	CallTimeout time.Duration
+
+	// WaitReplicas, when above 0, makes every write that acknowledges
+	// something (Enqueue, EnqueueBatch, Ack, AckBatch, Retry, dead-lettering)
+	// wait until that many replicas have it (Redis WAIT, on the connection of
+	// the write). A write that fewer replicas confirm within WaitTimeout is
+	// still made, and returns ErrNotReplicated. Defaults to 0: no waiting.
+	WaitReplicas int
+
+	// WaitTimeout bounds each WAIT. Defaults to DefaultWaitTimeout.
+	WaitTimeout time.Duration
+
+	// AllowEviction lets Open accept a server whose maxmemory-policy is
+	// allkeys-*, which may delete any of the queue's keys, messages included,
+	// without an error. Open refuses such a server by default.
+	AllowEviction bool
+
+	// Logger receives what prioq has to say that is not an error of a call.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
 }
+
+// DefaultWaitTimeout is how long a write waits for its replicas with
+// Config.WaitReplicas, unless Config.WaitTimeout says otherwise.
+const DefaultWaitTimeout = time.Second
+
+// MaxBatch is the most messages one call moves: EnqueueBatch refuses more,
+// ReceiveBatch, Peek and a promotion take at most this many. Redis runs a
+// script alone, so a batch is a pause for every other client (about 10 ms for
+// a take of MaxBatch on the reference machine).
+const MaxBatch = 10000
 
 func (c Config) withDefaults() Config {
 	c.Layout = c.Layout.withDefaults()
@@ -86,6 +120,15 @@ func (c Config) withDefaults() Config {
 	if c.PromoteBatch <= 0 {
 		c.PromoteBatch = 256
 	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = DefaultWaitTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	return c
 }
 
@@ -96,6 +139,19 @@ type Queue struct {
 	name string
 	cfg  Config
 	k    keySet
+
+	// clock is this host's clock (time.Now; tests set others). It stamps ids
+	// and EnqueuedAt; no deadline depends on it (see now_ms in lua/lib.lua).
+	clock func() time.Time
+}
+
+func (q *Queue) now() time.Time { return q.clock() }
+
+// withClock is a test hook: the same queue seen from a host whose clock is now.
+func (q *Queue) withClock(now func() time.Time) *Queue {
+	c := *q
+	c.clock = now
+	return &c
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.
@@ -118,11 +174,19 @@ func validateName(name string) error {
 
 // Open creates the queue `name` with cfg, or opens it if it exists. Opening an
 // existing queue whose stored layout or mode differs from cfg fails with
-// ErrConfigMismatch and changes nothing. One round trip. Cancelling ctx
+// ErrConfigMismatch and changes nothing. A server whose maxmemory-policy is
+// allkeys-* is refused with ErrUnsafeEviction unless cfg.AllowEviction is set.
+// Two round trips. Cancelling ctx
 // abandons the call; the queue is then either created whole or not at all.
 func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
 	if err := validateName(name); err != nil {
 		return nil, err
+	}
+	if cfg.PromoteBatch > MaxBatch {
+		return nil, fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, cfg.PromoteBatch, MaxBatch)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.Layout.validate(); err != nil {
@@ -131,20 +195,55 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	if cfg.Mode != AtLeastOnce && cfg.Mode != AtMostOnce {
 		return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, cfg.Mode)
 	}
-	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes())}
-	var got []string
-	err := c.Do(ctx, openScript.Cmd(&got, []string{q.k.meta}, cfg.Layout.String(), cfg.Mode.String(), storageFormat))
-	if err != nil {
-		return nil, fmt.Errorf("prioq: open %q: %w", name, err)
+	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now}
+	if err := q.checkEviction(ctx); err != nil {
+		return nil, err
 	}
-	if len(got) != 3 {
-		return nil, fmt.Errorf("prioq: open %q: %w: meta reply %q", name, ErrScript, got)
-	}
-	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != storageFormat {
-		return nil, fmt.Errorf("%w: %q is %s/%s (format %s), opened as %s/%s (format %s)", ErrConfigMismatch,
-			name, got[0], got[1], got[2], cfg.Layout, cfg.Mode, storageFormat)
+	if err := q.writeMeta(ctx); err != nil {
+		return nil, err
 	}
 	return q, nil
+}
+
+// writeMeta creates the queue's meta record, or checks the one there: a
+// queue stored with another layout, mode or format is ErrConfigMismatch.
+func (q *Queue) writeMeta(ctx context.Context) error {
+	cfg := q.cfg
+	var got []string
+	err := q.do(ctx, openScript.Cmd(&got, []string{q.k.meta}, cfg.Layout.String(), cfg.Mode.String(), storageFormat))
+	if err != nil {
+		return fmt.Errorf("prioq: open %q: %w", q.name, err)
+	}
+	if len(got) != 3 {
+		return fmt.Errorf("prioq: open %q: %w: meta reply %q", q.name, ErrScript, got)
+	}
+	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != storageFormat {
+		return fmt.Errorf("%w: %q is %s/%s (format %s), opened as %s/%s (format %s)", ErrConfigMismatch,
+			q.name, got[0], got[1], got[2], cfg.Layout, cfg.Mode, storageFormat)
+	}
+	return nil
+}
+
+// checkEviction refuses a server whose maxmemory-policy may evict any key
+// (allkeys-*): it would delete lanes, leases and delayed messages silently.
+// volatile-* policies evict only keys with a TTL, and prioq sets none. It asks
+// the server that holds the queue (on a cluster, the node of its hash slot).
+// CONFIG may be renamed or denied; then it says so in a log line and goes on.
+func (q *Queue) checkEviction(ctx context.Context) error {
+	var kv []string
+	err := q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
+		return conn.Do(ctx, radix.Cmd(&kv, "CONFIG", "GET", "maxmemory-policy"))
+	}))
+	if err != nil || len(kv) != 2 {
+		q.cfg.Logger.WarnContext(ctx, "prioq: could not read maxmemory-policy; an allkeys-* policy would evict queued messages silently",
+			"queue", q.name, "error", err)
+		return nil
+	}
+	if policy := kv[1]; strings.HasPrefix(policy, "allkeys-") && !q.cfg.AllowEviction {
+		return fmt.Errorf("%w: %q is on a server with maxmemory-policy %s (set Config.AllowEviction to open it anyway)",
+			ErrUnsafeEviction, q.name, policy)
+	}
+	return nil
 }
 
 // Name is the queue's name.
@@ -186,7 +285,7 @@ type Stats struct {
 	// Dead is the length of the dead-letter list (AtLeastOnce).
 	Dead int64
 	// OldestReady is the age of the oldest message at the head of a lane, 0 when
-	// nothing is ready. Exact for Levels (a lane's head is its oldest message);
+	// nothing is ready: the Redis server's clock minus the producer's EnqueuedAt. Exact for Levels (a lane's head is its oldest message);
 	// for Range it is the oldest among the highest-priority message of each
 	// segment, a lower bound of the true oldest.
 	OldestReady time.Duration
@@ -215,7 +314,9 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	p.Append(radix.Cmd(&st.InFlight, "ZCARD", q.k.leases))
 	p.Append(radix.Cmd(&st.Dead, "LLEN", q.k.dead))
 	p.Append(radix.Cmd(&paused, "EXISTS", q.k.paused))
-	if err := q.c.Do(ctx, p); err != nil {
+	var now []string // the server's TIME: seconds, microseconds
+	p.Append(radix.Cmd(&now, "TIME"))
+	if err := q.do(ctx, p); err != nil {
 		return Stats{}, fmt.Errorf("prioq: stats %q: %w", q.name, err)
 	}
 	st.Paused = paused == 1
@@ -229,10 +330,23 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			oldest = e.EnqueuedMs
 		}
 	}
-	if now := time.Now().UnixMilli(); oldest >= 0 && now > oldest {
+	if now := serverMs(now); oldest >= 0 && now > oldest {
 		st.OldestReady = time.Duration(now-oldest) * time.Millisecond
 	}
 	return st, nil
+}
+
+// serverMs reads a TIME reply as unix milliseconds (0 if malformed).
+func serverMs(t []string) int64 {
+	if len(t) != 2 {
+		return 0
+	}
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	us, err2 := strconv.ParseInt(t[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return sec*1000 + us/1000
 }
 
 // decodeLaneEntry decodes what a lane holds: the envelope itself in a level
@@ -256,15 +370,15 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 	return st.Ready + st.Delayed, nil
 }
 
-// Peek returns up to n ready messages in the order consumers would get them,
-// taking nothing. One round trip; cost O(lanes + n). The messages cannot be
-// acknowledged. Cancelling ctx abandons the read.
+// Peek returns up to n ready messages (at most MaxBatch) in the order
+// consumers would get them, taking nothing. One round trip; cost O(lanes + n).
+// The messages cannot be acknowledged. Cancelling ctx abandons the read.
 func (q *Queue) Peek(ctx context.Context, n int) ([]*Message, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
 	}
 	var raw [][]byte
-	if err := q.c.Do(ctx, peekScript.Cmd(&raw, q.k.highFirst, strconv.Itoa(n), q.kind())); err != nil {
+	if err := q.do(ctx, peekScript.Cmd(&raw, q.k.highFirst, strconv.Itoa(min(n, MaxBatch)), q.kind())); err != nil {
 		return nil, fmt.Errorf("prioq: peek %q: %w", q.name, err)
 	}
 	out := make([]*Message, 0, len(raw))
@@ -292,7 +406,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 		return err
 	}
 	var n int
-	if err := q.c.Do(ctx, cancelScript.Cmd(&n, q.k.cancelKeys, id, q.kind(), "1000")); err != nil {
+	if err := q.do(ctx, cancelScript.Cmd(&n, q.k.cancelKeys, id, q.kind())); err != nil {
 		return fmt.Errorf("prioq: cancel %q in %q: %w", id, q.name, err)
 	}
 	if n == 0 {
@@ -301,12 +415,15 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 	return nil
 }
 
-// Purge deletes every waiting message, ready and delayed, and returns how many
-// it deleted. In-flight and dead messages stay. One round trip. Cancelling ctx
-// abandons the call; the purge then happened whole or not at all.
+// Purge deletes every waiting message, ready and delayed, releases their
+// caller ids, and returns how many it deleted. In-flight and dead messages
+// stay, and keep their ids. One round trip, O(waiting messages) inside Redis
+// when any caller id is alive (each one is read to release its id), during
+// which Redis serves nothing else. Cancelling ctx abandons the call; the purge
+// then happened whole or not at all.
 func (q *Queue) Purge(ctx context.Context) (int64, error) {
 	var n int64
-	if err := q.c.Do(ctx, purgeScript.Cmd(&n, q.k.purgeKeys, q.kind())); err != nil {
+	if err := q.do(ctx, purgeScript.Cmd(&n, q.k.purgeKeys, q.kind())); err != nil {
 		return 0, fmt.Errorf("prioq: purge %q: %w", q.name, err)
 	}
 	return n, nil

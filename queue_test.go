@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,4 +297,69 @@ func TestCloseBeforeAtMostOncePopEndsLosesNothing(t *testing.T) {
 	m, err := cons2.Receive(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, m.ID)
+}
+
+// Open refuses a server that may evict any key (allkeys-*): it deletes whole
+// lanes while every Enqueue returns nil. volatile-* and noeviction are fine,
+// and the caller can opt in. A server that denies CONFIG is let through with
+// a log line.
+func TestOpenRefusesUnsafeEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		allow  bool
+		want   error
+	}{
+		{"allkeys-lru", false, ErrUnsafeEviction},
+		{"allkeys-random", false, ErrUnsafeEviction},
+		{"allkeys-lfu", true, nil},
+		{"volatile-lru", false, nil},
+		{"noeviction", false, nil},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			addr := ownServer(t, "--maxmemory-policy", tc.policy)
+			c := ownPool(t, addr, 2)
+			name := queueName(t)
+			_, err := Open(ctxT(t, 5*time.Second), c, name, Config{AllowEviction: tc.allow})
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+				assert.ErrorContains(t, err, tc.policy)
+				var n int
+				require.NoError(t, c.Do(context.Background(), radix.Cmd(&n, "EXISTS", newKeySet(name, 3).meta)))
+				assert.Zero(t, n, "a refused Open writes nothing")
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+	t.Run("CONFIG renamed", func(t *testing.T) {
+		addr := ownServer(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", "")
+		c := ownPool(t, addr, 2)
+		var log strings.Builder
+		logger := slog.New(slog.NewTextHandler(&log, nil))
+		_, err := Open(ctxT(t, 5*time.Second), c, queueName(t), Config{Logger: logger})
+		require.NoError(t, err, "without CONFIG prioq cannot know: it says so and goes on")
+		assert.Contains(t, log.String(), "could not read maxmemory-policy")
+	})
+}
+
+// A restart without persistence loses the meta key while processes go on
+// with queues they opened before: consumers put it back, so that Open still
+// refuses a different configuration.
+func TestMetaKeyComesBack(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: Levels(3), Mode: m.mode})
+			newConsumer(t, q, ConsumerConfig{SweepInterval: 50 * time.Millisecond, PromoteWait: 100 * time.Millisecond})
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.meta)))
+			require.Eventually(t, func() bool {
+				var n int
+				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", q.k.meta)))
+				return n == 1
+			}, 5*time.Second, 20*time.Millisecond, "the meta key did not come back")
+			_, err := Open(ctx, c, q.name, Config{Layout: Levels(5), Mode: m.mode})
+			assert.ErrorIs(t, err, ErrConfigMismatch)
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +14,15 @@ import (
 )
 
 func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+// leaseMs is d in whole milliseconds, rounded up (a lease or a delay is never
+// shorter than asked), and at least 0.
+func leaseMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
 
 // leasePrefix is unique per take call; the script numbers the messages after it.
 // Tokens are never reused, so an ack from an old delivery cannot match a new one.
@@ -24,12 +34,17 @@ func leasePrefix() string {
 
 // take leases up to n ready messages from the lanes in the given order.
 // It returns paused=true when the queue is paused. One round trip.
+//
+// The lease ends lease after the server's now when the script runs. The
+// deadline the message carries is lease after this host's monotonic clock
+// before the call: no later than the server's, whatever the host's wall
+// clock says, so a handler's context never outlives its lease.
 func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
 	keys := append([]string{q.k.paused, q.k.leases, q.k.inflight, q.k.wake}, lanes...)
-	now := time.Now()
-	args := []string{fmtInt(now.UnixMilli()), fmtInt(lease.Milliseconds()), strconv.Itoa(n), q.kind(), leasePrefix()}
+	start := time.Now()
+	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), q.kind(), leasePrefix()}
 	var raw [][]byte
-	if err := q.c.Do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
+	if err := q.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w", q.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == "paused" {
@@ -38,7 +53,7 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 	if len(raw)%2 != 0 {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w: %d reply items", q.name, ErrScript, len(raw))
 	}
-	deadline := now.Add(lease)
+	deadline := start.Add(lease)
 	for i := 0; i < len(raw); i += 2 {
 		token, member := string(raw[i]), raw[i+1]
 		e, derr := q.decodeLaneEntry(member)
@@ -75,23 +90,28 @@ func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reaso
 
 func (q *Queue) failToken(ctx context.Context, token string, after time.Duration, reason, op string) error {
 	var code int
-	err := q.c.Do(ctx, failScript.Cmd(&code, q.k.failKeys, token, fmtInt(time.Now().UnixMilli()),
-		fmtInt(after.Milliseconds()), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
-	if err != nil {
+	err := q.write(ctx, failScript.Cmd(&code, q.k.failKeys, token,
+		fmtInt(leaseMs(after)), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return err
 	}
 	if code == 0 {
 		return ErrLeaseLost
 	}
-	return nil
+	return err
 }
 
 // sweep redelivers messages whose lease has expired (or dead-letters them past
-// MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round trip.
-func (q *Queue) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
+// MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round
+// trip. With checkMeta it also puts the queue's meta key back if it is missing.
+func (q *Queue) sweep(ctx context.Context, limit int, checkMeta ...bool) (back, dead int, more bool, err error) {
+	check := "0"
+	if len(checkMeta) > 0 && checkMeta[0] {
+		check = "1"
+	}
 	var res []int
-	err = q.c.Do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, fmtInt(time.Now().UnixMilli()), strconv.Itoa(limit),
-		strconv.Itoa(q.cfg.MaxAttempts), q.kind()))
+	err = q.do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, strconv.Itoa(limit),
+		strconv.Itoa(q.cfg.MaxAttempts), q.kind(), q.cfg.Layout.String(), q.cfg.Mode.String(), storageFormat, check))
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, err)
 	}
@@ -110,28 +130,24 @@ func (q *Queue) Pause(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: pause %q: %w", q.name, ErrWrongMode)
 	}
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "DEL", q.k.paused))
-	if q.isRange() {
-		p.Append(radix.Cmd(nil, "ZADD", q.k.paused, "0", "p"))
-	} else {
-		p.Append(radix.Cmd(nil, "RPUSH", q.k.paused, "p"))
-	}
-	if err := q.c.Do(ctx, p); err != nil {
+	if err := q.do(ctx, pauseScript.Cmd(nil, []string{q.k.paused}, q.kind())); err != nil {
 		return fmt.Errorf("prioq: pause %q: %w", q.name, err)
 	}
 	return nil
 }
 
-// Resume undoes Pause and wakes an idle consumer. One round trip.
+// Resume undoes Pause and wakes an idle consumer. One round trip. It succeeds
+// once the pause is lifted, even if the wake-up could not be set (at
+// maxmemory): the lease sweep then wakes a consumer within SweepInterval.
 func (q *Queue) Resume(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, ErrWrongMode)
 	}
+	deleted := int64(-1) // DEL's reply; -1 until it arrives
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "DEL", q.k.paused))
+	p.Append(radix.Cmd(&deleted, "DEL", q.k.paused))
 	p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
-	if err := q.c.Do(ctx, p); err != nil {
+	if err := q.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, err)
 	}
 	return nil
@@ -156,7 +172,7 @@ func (q *Queue) DeadLetters(ctx context.Context, start, n int) ([]DeadLetter, er
 		return nil, fmt.Errorf("%w: DeadLetters(%d, %d)", ErrInvalidOption, start, n)
 	}
 	var recs [][]byte
-	if err := q.c.Do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, strconv.Itoa(start), strconv.Itoa(start+n-1))); err != nil {
+	if err := q.do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, strconv.Itoa(start), strconv.Itoa(start+n-1))); err != nil {
 		return nil, fmt.Errorf("prioq: dead letters of %q: %w", q.name, err)
 	}
 	out := make([]DeadLetter, 0, len(recs))
@@ -196,7 +212,7 @@ func parseDead(r []byte) (DeadLetter, error) {
 
 func (q *Queue) deadOp(ctx context.Context, op, id string) (int, error) {
 	var n int
-	if err := q.c.Do(ctx, deadScript.Cmd(&n, q.k.deadKeys, op, id, q.kind(), q.armFlag())); err != nil {
+	if err := q.do(ctx, deadScript.Cmd(&n, q.k.deadKeys, op, id, q.kind(), q.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, q.name, err)
 	}
 	return n, nil

@@ -7,58 +7,68 @@ import (
 )
 
 // Each script is embedded into its own variable, so a missing file fails the
-// build. radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by
+// build, and sent with lua/lib.lua (shared constants and helpers) in front of
+// it. radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by
 // the KEYS it is given, which is what makes the scripts work on Redis Cluster.
+//
+// Every script follows one rule (see lib.lua): it cannot fail after its first
+// write, because Redis does not roll a script back.
+
+//go:embed lua/lib.lua
+var libSrc string
+
+func newScript(src string) radix.EvalScript { return radix.NewEvalScript(libSrc + src) }
+
 var (
 	//go:embed lua/open.lua
 	openSrc    string
-	openScript = radix.NewEvalScript(openSrc)
+	openScript = newScript(openSrc)
 
 	//go:embed lua/enqueue.lua
 	enqueueSrc    string
-	enqueueScript = radix.NewEvalScript(enqueueSrc)
+	enqueueScript = newScript(enqueueSrc)
 
 	//go:embed lua/promote.lua
 	promoteSrc    string
-	promoteScript = radix.NewEvalScript(promoteSrc)
+	promoteScript = newScript(promoteSrc)
 
 	//go:embed lua/cancel.lua
 	cancelSrc    string
-	cancelScript = radix.NewEvalScript(cancelSrc)
+	cancelScript = newScript(cancelSrc)
 
 	//go:embed lua/peek.lua
 	peekSrc    string
-	peekScript = radix.NewEvalScript(peekSrc)
-)
+	peekScript = newScript(peekSrc)
 
-var (
 	//go:embed lua/purge.lua
 	purgeSrc    string
-	purgeScript = radix.NewEvalScript(purgeSrc)
-)
+	purgeScript = newScript(purgeSrc)
 
-var (
 	//go:embed lua/take.lua
 	takeSrc    string
-	takeScript = radix.NewEvalScript(takeSrc)
+	takeScript = newScript(takeSrc)
 
 	//go:embed lua/fail.lua
 	failSrc    string
-	failScript = radix.NewEvalScript(failSrc)
+	failScript = newScript(failSrc)
 
 	//go:embed lua/extend.lua
 	extendSrc    string
-	extendScript = radix.NewEvalScript(extendSrc)
+	extendScript = newScript(extendSrc)
 
 	//go:embed lua/ack.lua
 	ackSrc    string
-	ackScript = radix.NewEvalScript(ackSrc)
+	ackScript = newScript(ackSrc)
 
 	//go:embed lua/sweep.lua
 	sweepSrc    string
-	sweepScript = radix.NewEvalScript(sweepSrc)
+	sweepScript = newScript(sweepSrc)
+
+	//go:embed lua/pause.lua
+	pauseSrc    string
+	pauseScript = newScript(pauseSrc)
 
 	//go:embed lua/dead.lua
 	deadSrc    string
-	deadScript = radix.NewEvalScript(deadSrc)
+	deadScript = newScript(deadSrc)
 )

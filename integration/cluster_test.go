@@ -3,9 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,66 +14,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
-	"github.com/prioq/prioq/internal/redisfind"
 )
-
-// clusterNode is one redis-server --cluster-enabled process on loopback.
-type clusterNode struct {
-	port int
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (n *clusterNode) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
-
-func (n *clusterNode) start(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "the cluster test needs redis-server on PATH (.ci/run installs it)")
-	n.cmd = exec.Command(bin, "--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir,
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--loglevel", "warning")
-	logf, _ := os.OpenFile(filepath.Join(n.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	require.NoError(t, n.cmd.Start())
-	n.done = make(chan struct{})
-	go func() { _ = n.cmd.Wait(); logf.Close(); close(n.done) }()
-}
-
-func (n *clusterNode) kill() {
-	_ = n.cmd.Process.Kill()
-	<-n.done
-}
-
-func nodeDo(ctx context.Context, addr string, rcv interface{}, cmd string, args ...string) error {
-	c, err := radix.Dial(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Do(ctx, radix.Cmd(rcv, cmd, args...))
-}
 
 // startCluster starts three primaries, splits the 16384 slots between them
 // (CLUSTER ADDSLOTSRANGE, Redis ≥ 7.0) and waits for cluster_state:ok.
-func startCluster(t *testing.T) []*clusterNode {
-	var nodes []*clusterNode
+func startCluster(t *testing.T) []*localProc {
+	bin := needBinary(t, "redis-server")
+	var nodes []*localProc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < 3; i++ {
-		port, err := redisfind.FreePort()
-		require.NoError(t, err)
-		n := &clusterNode{port: port, dir: t.TempDir()}
-		n.start(t)
-		nodes = append(nodes, n)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.kill()
-		}
-	})
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return nodeDo(ctx, n.addr(), nil, "PING") == nil }, 10*time.Second, 20*time.Millisecond)
+		nodes = append(nodes, startLocal(t, bin, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--loglevel", "warning"))
 	}
 	ranges := [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}
 	for i, n := range nodes {
@@ -89,7 +39,7 @@ func startCluster(t *testing.T) []*clusterNode {
 	return nodes
 }
 
-func waitClusterOK(t *testing.T, nodes []*clusterNode) {
+func waitClusterOK(t *testing.T, nodes []*localProc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.Eventually(t, func() bool {

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/mediocregopher/radix/v4/trace"
 	"github.com/ory/dockertest/v3"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/prioq/prioq/internal/redisdocker"
+	"github.com/prioq/prioq/internal/testkit"
 )
 
 var (
@@ -95,21 +95,13 @@ func lastContainer(t *testing.T) *redisdocker.Container {
 	return c.(*redisdocker.Container)
 }
 
-// newPool returns a radix pool that has finished its background fill (radix's
-// Close waits 100 ms per connection the fill has not made yet).
+// newPool returns a radix pool whose connections are all open.
 func newPool(t *testing.T, addr string, size int) radix.Client {
 	t.Helper()
-	filled := make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := radix.PoolConfig{Size: size, PingInterval: -1, Trace: trace.PoolTrace{
-		InitCompleted: func(trace.PoolInitCompleted) { close(filled) },
-	}}.New(ctx, "tcp", addr)
+	c, err := testkit.Pool(ctx, addr, size, radix.Dialer{})
 	require.NoError(t, err)
-	select {
-	case <-filled:
-	case <-ctx.Done():
-	}
 	return c
 }
 

@@ -7,7 +7,11 @@
 -- Returns: one integer per pair, 1 acked, 0 lease lost (nothing changed).
 -- Messages with generated ids are acked without Lua (ZREM + HDEL in a
 -- pipeline); a caller id must be released only when the ack wins, which needs
--- the ZREM's answer first, hence this script.
+-- the ZREM's answer first, hence this script. Every write removes something,
+-- so acks run at maxmemory.
+need(KEYS[1], 'zset')
+need(KEYS[2], 'hash')
+need(KEYS[3], 'set')
 local out = {}
 for i = 1, #ARGV, 2 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then

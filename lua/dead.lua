@@ -11,39 +11,86 @@
 -- ARGV[4]   1 = arm the consumer wake-up
 -- Returns: how many records were handled. A requeued message keeps its id,
 -- starts again at 0 attempts and goes to the tail of its lane. A purged one
--- releases its caller id.
+-- releases its caller id. A record that does not parse cannot be requeued and
+-- stays; purging every record deletes it too.
+-- Every key is checked first; in each step the record leaves the dead list
+-- (freeing memory) before anything is written elsewhere. O(dead list).
 local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
-local recs = redis.call('LRANGE', KEYS[1], 0, -1)
-local n = 0
-for _, rec in ipairs(recs) do
-  local p1 = string.find(rec, '|', 1, true)
-  local p2 = string.find(rec, '|', p1 + 1, true)
-  local p3 = string.find(rec, '|', p2 + 1, true)
-  local p4 = string.find(rec, '|', p3 + 1, true)
-  local rlen = tonumber(string.sub(rec, p3 + 1, p4 - 1))
-  local env = string.sub(rec, p4 + 1 + rlen)
-  local idn = string.byte(env, 23) or 0
-  local id = string.sub(env, 24, 23 + idn)
-  if want == '' or want == id then
-    redis.call('LREM', KEYS[1], 1, rec)
-    if op == 'requeue' then
-      local lane, score = tonumber(string.sub(rec, 1, p1 - 1)), string.sub(rec, p1 + 1, p2 - 1)
-      env = string.sub(env, 1, 18) .. string.char(0, 0, 0, 0) .. string.sub(env, 23)
-      local key = KEYS[5 + lane]
-      if kind == 1 then
-        redis.call('RPUSH', key, env)
-      else
-        local s = redis.call('INCR', KEYS[3])
-        local b = {}
-        for j = 8, 1, -1 do b[j] = s % 256; s = math.floor(s / 256) end
-        redis.call('ZADD', key, score, string.char(unpack(b)) .. env)
-      end
-    else
-      redis.call('SREM', KEYS[2], id)
-    end
-    n = n + 1
-    if want ~= '' then break end
-  end
+local nlanes = #KEYS - 4
+need(KEYS[1], 'list')
+need(KEYS[2], 'set')
+if op == 'requeue' then
+  for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
+  if kind == 2 then need_seq(KEYS[3], redis.call('LLEN', KEYS[1])) end
+  if arm then need(KEYS[4], 'zset') end
 end
-if arm and op == 'requeue' and n > 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
+
+-- parse returns the lane, score, id, caller flag and envelope of a record
+-- that can be requeued; for one that cannot, only what it can read of its id.
+local function parse(rec)
+  local lane, score, rest = routed(rec, nlanes, kind)
+  if not lane then return nil end
+  local p3 = string.find(rest, '|', 1, true)
+  if not p3 then return nil end
+  local p4 = string.find(rest, '|', p3 + 1, true)
+  local rlen = p4 and tonumber(string.sub(rest, p3 + 1, p4 - 1))
+  if not rlen then return nil end
+  local env = string.sub(rest, p4 + 1 + rlen)
+  local id, caller = env_id(env, 0)
+  if not id or not attempts(env, 0) then return nil, nil, id, caller end
+  return lane, score, id, caller, env
+end
+
+local n, requeued = 0, 0
+local function handle(rec)
+  local lane, score, id, caller, env = parse(rec)
+  if op == 'purge' then
+    if caller then redis.call('SREM', KEYS[2], id) end
+    return
+  end
+  env = with_attempts(env, 0, 0)
+  local key = KEYS[5 + lane]
+  if kind == 1 then
+    redis.call('RPUSH', key, env)
+  else
+    redis.call('ZADD', key, score, seqbytes(redis.call('INCR', KEYS[3])) .. env)
+  end
+  requeued = requeued + 1
+end
+
+if want ~= '' then
+  -- One record: find it, then remove it and act.
+  for start = 0, math.huge, CHUNK do
+    local recs = redis.call('LRANGE', KEYS[1], start, start + CHUNK - 1)
+    for _, rec in ipairs(recs) do
+      local lane, _, id = parse(rec)
+      if id == want and (lane or op == 'purge') then
+        redis.call('LREM', KEYS[1], 1, rec)
+        handle(rec)
+        n = 1
+        break
+      end
+    end
+    if n == 1 or #recs < CHUNK then break end
+  end
+else
+  -- Every record, a chunk at a time from the head; those that cannot be
+  -- requeued are put back at the tail, in their order, at the end.
+  local kept = {}
+  while true do
+    local recs = redis.call('LRANGE', KEYS[1], 0, CHUNK - 1)
+    if #recs == 0 then break end
+    redis.call('LTRIM', KEYS[1], #recs, -1)
+    for _, rec in ipairs(recs) do
+      if op == 'requeue' and not parse(rec) then
+        kept[#kept + 1] = rec
+      else
+        handle(rec)
+        n = n + 1
+      end
+    end
+  end
+  if #kept > 0 then chunked('RPUSH', KEYS[1], kept) end
+end
+if arm and requeued > 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
 return n

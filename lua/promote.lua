@@ -1,48 +1,76 @@
 -- promote.lua: move due delayed messages into their lanes, up to a batch.
 --
--- KEYS[1]   prioq:{Q}:delayed  ZSET  id -> due (ms)
--- KEYS[2]   prioq:{Q}:dstore   HASH  id -> "lane|score|envelope"
--- KEYS[3]   prioq:{Q}:seq      STRING FIFO counter for range segments
+-- KEYS[1]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
+-- KEYS[2]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
+-- KEYS[3]   prioq:{Q}:seq      STRING sequence counter (FIFO order in range segments)
 -- KEYS[4]   prioq:{Q}:wake     ZSET  consumer wake-up marker
--- KEYS[5..] every lane key, lane 0 first
--- ARGV[1]   now (ms)
--- ARGV[2]   batch limit
+-- KEYS[5]   prioq:{Q}:dead     LIST  dead-letter records (for records that do not parse)
+-- KEYS[6..] every lane key, lane 0 first
+-- ARGV[1]   '' (the server's now), or a time in ms (tests run a virtual clock)
+-- ARGV[2]   batch limit (Go caps it at MaxBatch)
 -- ARGV[3]   1 = arm the consumer wake-up (AtLeastOnce)
 -- ARGV[4]   1 = lanes are lists, 2 = sorted sets
--- Returns: {moved, next due (ms) or -1 when nothing is delayed}.
+-- Returns: {moved, ms until the next due time (0 when due now) or -1 when
+-- nothing is delayed, the server's now (ms)}: the promoter's timer runs on
+-- these, not on the host's wall clock.
+-- Messages move in (due time, sequence) order: those due in the same
+-- millisecond in the order they were scheduled.
 -- Atomic: two promoters running at once each move a disjoint set (the second
--- sees only what the first left), so nothing is moved twice.
-local now, limit, arm, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+-- sees only what the first left), so nothing is moved twice. Everything is
+-- read and checked first; the first writes remove the batch from the delayed
+-- set and its store, which frees memory, so promotion runs at maxmemory.
+local now = tonumber(ARGV[1])
+if not now then now = now_ms() end
+local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local nlanes = #KEYS - 5
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 local moved = 0
-if #ids > 0 then
-  local vals = redis.call('HMGET', KEYS[2], unpack(ids))
-  local perlane = {}
-  for i, v in ipairs(vals) do
-    if v then
-      local p1 = string.find(v, '|', 1, true)
-      local p2 = string.find(v, '|', p1 + 1, true)
-      local lane = tonumber(string.sub(v, 1, p1 - 1))
-      local key = KEYS[5 + lane]
-      if kind == 1 then
-        -- Group per lane: one RPUSH per lane per batch, in due order.
-        local l = perlane[key]
-        if not l then l = {}; perlane[key] = l end
-        l[#l + 1] = string.sub(v, p2 + 1)
-      else
-        local s = redis.call('INCR', KEYS[3])
-        local b = {}
-        for j = 8, 1, -1 do b[j] = s % 256; s = math.floor(s / 256) end
-        redis.call('ZADD', key, string.sub(v, p1 + 1, p2 - 1), string.char(unpack(b)) .. string.sub(v, p2 + 1))
-      end
+if #members > 0 then
+  local ids = {}
+  for i, m in ipairs(members) do ids[i] = delayed_id(m) end
+  local vals = hmget(KEYS[2], ids)
+  local add, lanes, perlane = by_lane(6, kind)
+  local bad = {}
+  for i = 1, #ids do
+    local lane, score, rest = routed(vals[i], nlanes, kind)
+    if lane and #rest > SEQ_LEN then
+      add(lane, score, string.sub(rest, SEQ_LEN + 1))
       moved = moved + 1
+    elseif vals[i] then
+      -- A record that does not parse is kept, byte for byte, in the dead
+      -- letters; an id without a record is only removed.
+      local why = 'corrupt delayed record'
+      bad[#bad + 1] = '0||' .. now .. '|' .. #why .. '|' .. why .. vals[i]
     end
   end
-  for key, l in pairs(perlane) do redis.call('RPUSH', key, unpack(l)) end
-  redis.call('ZREM', KEYS[1], unpack(ids))
-  redis.call('HDEL', KEYS[2], unpack(ids))
+  if kind == 2 and moved > 0 then need_seq(KEYS[3], moved) end
+  if arm and moved > 0 then need(KEYS[4], 'zset') end
+  if #bad > 0 then need(KEYS[5], 'list') end
+
+  chunked('ZREM', KEYS[1], members)
+  chunked('HDEL', KEYS[2], ids)
+  local seq = 0 -- segments: members get fresh sequence numbers, in due order
+  if kind == 2 and moved > 0 then seq = redis.call('INCRBY', KEYS[3], moved) - moved end
+  for _, lane in ipairs(lanes) do
+    local l, key = perlane[lane], KEYS[6 + lane]
+    if kind == 1 then
+      -- One RPUSH per lane per batch, in due order.
+      local envs = {}
+      for j = 2, #l, 2 do envs[#envs + 1] = l[j] end
+      chunked('RPUSH', key, envs)
+    else
+      local zargs = {}
+      for j = 1, #l, 2 do
+        zargs[#zargs + 1] = l[j]
+        seq = seq + 1
+        zargs[#zargs + 1] = seqbytes(seq) .. l[j + 1]
+      end
+      chunked('ZADD', key, zargs)
+    end
+  end
+  if #bad > 0 then chunked('RPUSH', KEYS[5], bad) end
   if arm and moved > 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if head[2] then return {moved, tonumber(head[2])} end
-return {moved, -1}
+if head[2] then return {moved, math.max(0, tonumber(head[2]) - now), now} end
+return {moved, -1, now}

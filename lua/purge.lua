@@ -1,16 +1,62 @@
 -- purge.lua: delete every waiting message (ready and delayed) of a queue.
 --
 -- KEYS[1]   prioq:{Q}:ids      SET   caller-given ids of live messages
--- KEYS[2]   prioq:{Q}:delayed  ZSET
--- KEYS[3]   prioq:{Q}:dstore   HASH
--- KEYS[4]   prioq:{Q}:sched    LIST
+-- KEYS[2]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
+-- KEYS[3]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
+-- KEYS[4]   prioq:{Q}:sched    LIST  promoter wake-up marker
 -- KEYS[5..] every lane key
 -- ARGV[1]   1 = lanes are lists, 2 = sorted sets
--- Returns: how many messages were deleted. In-flight and dead messages stay;
--- their caller ids are released with the rest (the ids set is not per state).
+-- Returns: how many messages were deleted. In-flight and dead messages stay,
+-- and so do their caller ids: only the ids of the messages deleted are
+-- released, which takes reading them (O(waiting messages)) unless no caller id
+-- is alive at all. Every key is checked first; every write removes something.
+local kind = tonumber(ARGV[1])
+local off = 0
+if kind == 2 then off = SEQ_LEN end
+need(KEYS[1], 'set')
+need(KEYS[2], 'zset')
+need(KEYS[3], 'hash')
+need(KEYS[4], 'list')
+for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
+
 local n = redis.call('ZCARD', KEYS[2])
 for k = 5, #KEYS do
-  if ARGV[1] == '1' then n = n + redis.call('LLEN', KEYS[k]) else n = n + redis.call('ZCARD', KEYS[k]) end
+  if kind == 1 then n = n + redis.call('LLEN', KEYS[k]) else n = n + redis.call('ZCARD', KEYS[k]) end
 end
-redis.call('DEL', unpack(KEYS))
+if redis.call('SCARD', KEYS[1]) > 0 then
+  -- Release the caller ids of what is deleted, a chunk at a time.
+  local function release(entries, eoff)
+    local ids = {}
+    for _, e in ipairs(entries) do
+      local id, caller = env_id(e, eoff)
+      if id and caller then ids[#ids + 1] = id end
+    end
+    if #ids > 0 then chunked('SREM', KEYS[1], ids) end
+  end
+  for k = 5, #KEYS do
+    for start = 0, math.huge, CHUNK do
+      local items
+      if kind == 1 then
+        items = redis.call('LRANGE', KEYS[k], start, start + CHUNK - 1)
+      else
+        items = redis.call('ZRANGE', KEYS[k], start, start + CHUNK - 1)
+      end
+      release(items, off)
+      if #items < CHUNK then break end
+    end
+  end
+  for start = 0, math.huge, CHUNK do
+    local members = redis.call('ZRANGE', KEYS[2], start, start + CHUNK - 1)
+    local ids = {}
+    for i, m in ipairs(members) do ids[i] = delayed_id(m) end
+    local recs = {}
+    for _, v in ipairs(hmget(KEYS[3], ids)) do
+      local lane, _, rest = routed(v, #KEYS - 4, kind)
+      if lane then recs[#recs + 1] = rest end
+    end
+    release(recs, SEQ_LEN)
+    if #members < CHUNK then break end
+  end
+end
+redis.call('DEL', unpack(KEYS, 2))
 return n

@@ -5,49 +5,84 @@
 -- KEYS[3]   prioq:{Q}:dead      LIST  dead-letter records
 -- KEYS[4]   prioq:{Q}:wake      ZSET  consumer wake-up marker
 -- KEYS[5]   prioq:{Q}:paused    LIST/ZSET sentinel while paused
--- KEYS[6..] every lane key, lane 0 first
--- ARGV[1]   now (ms)
--- ARGV[2]   most leases to handle in this call
--- ARGV[3]   max attempts
--- ARGV[4]   1 = lanes are lists, 2 = sorted sets
+-- KEYS[6]   prioq:{Q}:meta      HASH  layout, mode, format
+-- KEYS[7..] every lane key, lane 0 first
+-- ARGV[1]   most leases to handle in this call
+-- ARGV[2]   max attempts
+-- ARGV[3]   1 = lanes are lists, 2 = sorted sets
+-- ARGV[4..6] layout, mode and format, to recreate the meta key if it is
+--           missing (a restart without persistence) so that Open's guard
+--           against a different configuration keeps working
+-- ARGV[7]   1 = check the meta key this time (the sweeper asks every few sweeps)
 -- Returns: {redelivered, dead, more} where more = 1 when the limit was hit.
 -- An expired message goes back to the head of its lane (a list: LPUSH; a
 -- segment: its old member, whose sequence number sorts before newer ones), so
--- it is served before newer messages of its priority.
-local now, limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local tokens = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local back, dead = 0, 0
+-- it is served before newer messages of its priority. The first writes remove
+-- the expired leases, which frees memory, so the sweep runs at maxmemory.
+local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local nlanes = #KEYS - 6
+local off = 0
+if kind == 2 then off = SEQ_LEN end
+-- Latest-expired first: each message goes back to the head of its lane, so
+-- the earliest-expired, pushed last (by this call or by the last call of a
+-- sweep that needs several), ends up first, ahead of everything newer.
+local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, limit)
+local add, lanes, perlane = by_lane(7, kind)
+local back, deads = 0, {}
 if #tokens > 0 then
-  local recs = redis.call('HMGET', KEYS[2], unpack(tokens))
-  local off = 0
-  if kind == 2 then off = 8 end
-  for _, rec in ipairs(recs) do
+  local recs = hmget(KEYS[2], tokens)
+  for i = 1, #tokens do
+    local rec = recs[i]
     if rec then
-      local p1 = string.find(rec, '|', 1, true)
-      local p2 = string.find(rec, '|', p1 + 1, true)
-      local lane, score, member = tonumber(string.sub(rec, 1, p1 - 1)), string.sub(rec, p1 + 1, p2 - 1), string.sub(rec, p2 + 1)
-      local a1, a2, a3, a4 = string.byte(member, off + 19, off + 22)
-      local attempts = 0
-      if a4 then attempts = ((a1 * 256 + a2) * 256 + a3) * 256 + a4 end
-      if attempts >= maxa then
-        local reason = 'lease expired'
-        redis.call('RPUSH', KEYS[3], lane .. '|' .. score .. '|' .. now .. '|' .. #reason .. '|' .. reason .. string.sub(member, off + 1))
-        dead = dead + 1
+      local lane, score, member = routed(rec, nlanes, kind)
+      if not lane then
+        local why = 'corrupt in-flight record'
+        deads[#deads + 1] = '0||' .. now .. '|' .. #why .. '|' .. why .. rec
+      elseif (attempts(member, off) or 0) >= maxa then
+        local why = 'lease expired'
+        deads[#deads + 1] = lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. string.sub(member, off + 1)
       else
-        if kind == 1 then redis.call('LPUSH', KEYS[5 + lane + 1], member) else redis.call('ZADD', KEYS[5 + lane + 1], score, member) end
+        add(lane, score, member)
         back = back + 1
       end
     end
   end
-  redis.call('ZREM', KEYS[1], unpack(tokens))
-  redis.call('HDEL', KEYS[2], unpack(tokens))
+  if #deads > 0 then need(KEYS[3], 'list') end
 end
 -- A wake-up marker can be lost (a consumer killed right after popping it);
 -- re-arm while work waits, so idle consumers never sleep on ready work.
 -- Idle (nothing expired, lanes empty) this costs one EXISTS.
-if back > 0 or redis.call('EXISTS', unpack(KEYS, 6)) > 0 then
-  if redis.call('EXISTS', KEYS[5]) == 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
+local rearm = (back > 0 or redis.call('EXISTS', unpack(KEYS, 7)) > 0) and redis.call('EXISTS', KEYS[5]) == 0
+if rearm then need(KEYS[4], 'zset') end
+
+if #tokens > 0 then
+  chunked('ZREM', KEYS[1], tokens)
+  chunked('HDEL', KEYS[2], tokens)
+end
+for _, lane in ipairs(lanes) do
+  local l, key = perlane[lane], KEYS[7 + lane]
+  if kind == 1 then
+    -- LPUSH puts its last value first: the earliest-expired, collected last.
+    local members = {}
+    for j = 2, #l, 2 do members[#members + 1] = l[j] end
+    chunked('LPUSH', key, members)
+  else
+    chunked('ZADD', key, l)
+  end
+end
+if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
+if rearm and redis.call('EXISTS', KEYS[4]) == 0 then
+  -- At maxmemory Redis refuses a script's first write that may grow memory;
+  -- a removal before it (of nothing, here) lets this one-member marker
+  -- through, so consumers wake to drain a full Redis.
+  redis.call('ZREM', KEYS[4], 'w')
+  redis.call('ZADD', KEYS[4], 0, 'w')
+end
+if ARGV[7] == '1' and redis.call('EXISTS', KEYS[6]) == 0 then
+  -- Only a hint for Open, so a refusal at maxmemory is left to the next sweep.
+  redis.pcall('HSET', KEYS[6], 'layout', ARGV[4], 'mode', ARGV[5], 'format', ARGV[6])
 end
 local more = 0
 if #tokens == limit then more = 1 end
-return {back, dead, more}
+return {back, #deads, more}

@@ -1,0 +1,110 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
+)
+
+// Every Redis call prioq makes goes through do, which gives it a deadline and
+// returns when that deadline passes even if the client does not.
+//
+// Why the second part: radix v4.1.4 keeps a connection whose call timed out
+// before any reply byte arrived, and discards the late reply in the
+// background; when the peer is gone without a reset (a half-open TCP
+// connection: a NAT or a vanished host), the next call on that connection
+// waits for its reply past its own deadline, until TCP gives up (~15 minutes).
+// do returns at the deadline; the call itself ends when radix lets go of it.
+// Dialer (dialer.go) closes such connections so that radix lets go within
+// seconds and the pool heals.
+
+// isReply reports whether err is an error reply from Redis: the call got its
+// answer, so the receivers of the commands that succeeded (in a pipeline)
+// hold theirs. After any other error a receiver may still be written by the
+// client (radix discards a late reply into it), so it must not be read.
+func isReply(err error) bool {
+	var se resp3.SimpleError
+	var be resp3.BlobError
+	return errors.As(err, &se) || errors.As(err, &be)
+}
+
+// abandonGrace is how long do still waits for a call after its ctx ended:
+// radix returns promptly with a reply that was on its way (it waits for its
+// reader), and for a blocking pop that reply is a message.
+const abandonGrace = 250 * time.Millisecond
+
+// errAbandoned marks a call that do stopped waiting for: its receivers may
+// still be written by the client, so the caller must not read them.
+var errAbandoned = errors.New("redis call abandoned at its deadline")
+
+// DefaultCallTimeout is the deadline of a Redis call whose context has none.
+const DefaultCallTimeout = 10 * time.Second
+
+// do runs a on q's client with ctx, adding CallTimeout when ctx has no deadline.
+func (q *Queue) do(ctx context.Context, a radix.Action) error {
+	return doBounded(ctx, q.c, q.cfg.CallTimeout, a)
+}
+
+// doBounded runs a on c and returns when it returns or, at the latest,
+// abandonGrace after ctx (given timeout when it has no deadline) ends. When it
+// gives up, a may still run to completion in Redis, as with any cancelled call.
+func doBounded(ctx context.Context, c Client, timeout time.Duration, a radix.Action) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Do(ctx, a) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		t := time.NewTimer(abandonGrace)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			return fmt.Errorf("%w: %w", errAbandoned, ctx.Err())
+		}
+	}
+}
+
+// write runs a write that acknowledges something to a caller (an enqueue, an
+// ack, a retry, a dead-lettering). With Config.WaitReplicas it then sends
+// WAIT on the same connection, so that Redis waits until that many replicas
+// have every write made so far (this one included), up to WaitTimeout. When
+// fewer confirm, or WAIT fails, the write has still been made: write returns
+// an error wrapping ErrNotReplicated, and a's receivers hold its reply.
+func (q *Queue) write(ctx context.Context, a radix.Action) error {
+	want := q.cfg.WaitReplicas
+	if want <= 0 {
+		return q.do(ctx, a)
+	}
+	var got int
+	wrote := false
+	err := q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
+		if err := conn.Do(ctx, a); err != nil {
+			return err
+		}
+		wrote = true
+		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(q.cfg.WaitTimeout.Milliseconds())))
+	}))
+	switch {
+	case errors.Is(err, errAbandoned):
+		return err
+	case err != nil && wrote:
+		return fmt.Errorf("%w: WAIT failed: %w", ErrNotReplicated, err)
+	case err != nil:
+		return err
+	case got < want:
+		return fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, q.cfg.WaitTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// fetcher serves a consumer's Receive, ReceiveBatch and Run with one fetch in
+// progress at a time, however many goroutines ask: the fetch runs in its own
+// goroutine and parks what it got in held, where the next caller finds it.
+// Callers wait on the fetch or their own ctx, whichever ends first, so a
+// caller that gives up takes nothing, and nothing already taken is dropped.
+type fetcher struct {
+	c *Consumer
+
+	mu      sync.Mutex
+	held    []*Message    // fetched but not handed out yet
+	running chan struct{} // closed when the fetch in progress ends; nil if none
+	err     error         // the last fetch's error, for the next caller
+	waiting int           // callers waiting on the fetch in progress
+	closed  bool
+}
+
+func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if len(f.held) > 0 {
+			k := min(n, len(f.held))
+			out := append([]*Message(nil), f.held[:k]...)
+			f.held = f.held[k:]
+			f.mu.Unlock()
+			return out, nil
+		}
+		if f.running == nil {
+			if err := f.err; err != nil {
+				f.err = nil
+				f.mu.Unlock()
+				return nil, err
+			}
+			if err := ctx.Err(); err != nil {
+				f.mu.Unlock()
+				return nil, err
+			}
+			f.running = make(chan struct{})
+			go f.fetch(f.running, n)
+		}
+		done := f.running
+		f.waiting++
+		f.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// stillWanted reports whether anyone waits for the fetch in progress.
+func (f *fetcher) stillWanted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting > 0 && !f.closed
+}
+
+// close stops new fetches. It returns the fetch in progress (nil if none) and
+// whether this was the first call.
+func (f *fetcher) close() (running chan struct{}, first bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false
+	}
+	f.closed = true
+	return f.running, true
+}
+
+// takeHeld empties held, for Close to give the messages back.
+func (f *fetcher) takeHeld() []*Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := f.held
+	f.held = nil
+	return held
+}
+
+// fetch runs one fetch and parks its result in held / err. It does not use the
+// caller's context: abandoning a blocking pop would close its connection, and
+// a message popped in that instant would be lost. Each fetch ends by itself
+// within BlockTimeout, or at its calls' deadlines when Redis does not answer.
+func (f *fetcher) fetch(done chan struct{}, n int) {
+	c := f.c
+	var msgs []*Message
+	var err error
+	if c.q.cfg.Mode == AtLeastOnce {
+		msgs, err = f.fetchLeased(n)
+	} else {
+		msgs, err = f.fetchPopped(n)
+	}
+	f.mu.Lock()
+	if f.closed {
+		// Close is waiting for this fetch, or stopped waiting (its ctx ended
+		// first): give back what it took and what was still held before
+		// saying the fetch is over, so that a Close that sees it end returns
+		// only once they are back.
+		giveBack := append(f.held, msgs...)
+		f.held = nil
+		f.mu.Unlock()
+		if len(giveBack) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), c.q.cfg.CallTimeout)
+			if err := c.putBack(ctx, giveBack); err != nil {
+				c.report(err)
+			}
+			cancel()
+		}
+		f.mu.Lock()
+	} else {
+		f.held = append(f.held, msgs...)
+	}
+	if err != nil && c.bg.Err() == nil {
+		f.err = err
+	}
+	f.running = nil
+	close(done)
+	f.mu.Unlock()
+}
+
+// laneOrder returns the lane keys in the order to serve them this fetch:
+// the queue's fixed highest-first list, or a weighted draw.
+func (f *fetcher) laneOrder() []string {
+	c := f.c
+	if c.cfg.Weights == nil {
+		return c.q.k.highFirst
+	}
+	n := len(c.q.k.lanes)
+	order := make([]string, 0, n)
+	// Weighted draw without replacement, then the zero-weight lanes, highest first.
+	w := append([]int(nil), c.cfg.Weights...)
+	total := 0
+	for _, x := range w {
+		total += x
+	}
+	for total > 0 {
+		r := rand.IntN(total)
+		for i := n - 1; i >= 0; i-- {
+			if r < w[i] {
+				order = append(order, c.q.k.lanes[i])
+				total -= w[i]
+				w[i] = 0
+				break
+			}
+			r -= w[i]
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		if c.cfg.Weights[i] == 0 {
+			order = append(order, c.q.k.lanes[i])
+		}
+	}
+	return order
+}
+
+// blockingCmd issues commands radix v4.1.4 does not know to be blocking
+// (BLMPOP, BZMPOP) on a connection of their own: shared, they would stall
+// every command queued behind them on that connection.
+var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...string) radix.ActionProperties {
+	p := radix.DefaultActionProperties(cmd, args...)
+	p.CanShareConn, p.CanPipeline = false, false
+	return p
+}}
+
+// fetchPopped is the AtMostOnce fetch: one multi-key blocking pop over the
+// lanes in serving order. Redis serves the first non-empty key, which is what
+// makes the order strict, and hands each element to exactly one waiting client.
+func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
+	c, q := f.c, f.c.q
+	keys, timeout := f.laneOrder(), c.blockTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
+	defer cancel()
+
+	var entries [][]byte
+	var key string
+	var err error
+	switch {
+	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
+		var r [][]byte
+		err = q.do(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
+		if err == nil && len(r) == 2 {
+			key, entries = string(r[0]), r[1:]
+		}
+	case n == 1: // BZPOPMIN: Redis ≥ 5.0
+		var r [][]byte
+		err = q.do(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
+		if err == nil && len(r) == 3 {
+			key, entries = string(r[0]), r[1:2]
+		}
+	default: // BLMPOP / BZMPOP: Redis ≥ 7.0
+		args := append([]string{timeout, strconv.Itoa(len(keys))}, keys...)
+		var mb radix.Maybe
+		if q.isRange() {
+			var pairs [][][]byte // [member, score] pairs
+			mb.Rcv = radix.Tuple{&key, &pairs}
+			err = q.do(ctx, blockingCmd.Cmd(&mb, "BZMPOP", append(args, "MIN", "COUNT", strconv.Itoa(n))...))
+			if err == nil {
+				for _, p := range pairs {
+					if len(p) > 0 {
+						entries = append(entries, p[0])
+					}
+				}
+			}
+		} else {
+			mb.Rcv = radix.Tuple{&key, &entries}
+			err = q.do(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+	}
+	lane, ok := q.k.laneIndex[key]
+	if !ok && len(entries) > 0 {
+		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
+	}
+	msgs := make([]*Message, 0, len(entries))
+	var ids []string
+	for _, b := range entries {
+		e, err := q.decodeLaneEntry(b)
+		if err != nil {
+			// Nowhere to report it but OnError: at-most-once has no dead letters.
+			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
+			continue
+		}
+		m := newMessage(e)
+		m.Attempts = 0
+		m.q, m.raw, m.lane = q, b, lane
+		msgs = append(msgs, m)
+		if e.CallerID {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) > 0 {
+		// The message is gone from Redis: release its caller id. Not atomic
+		// with the pop; if this process dies in between, the id stays taken
+		// until Purge (see the README).
+		if err := q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...)); err != nil {
+			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+		}
+	}
+	return msgs, nil
+}
+
+// fetchLeased is the AtLeastOnce fetch: take (pop + lease in one script); when
+// nothing is ready, block on the wake-up marker until work may be there, then
+// take again. A wait that times out is simply repeated, without a take, while
+// a caller still wants the result: an idle consumer sends one command per
+// BlockTimeout. (A marker lost with a killed consumer is re-armed by the lease
+// sweep, so waiting instead of polling never strands ready work.) Waiting uses
+// the consumer's background context, so Close interrupts it at once: the
+// marker is only a hint, and a marker lost with the closed connection is put
+// back.
+func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
+	c, q := f.c, f.c.q
+	take := func() ([]*Message, error) {
+		// Not derived from c.bg: a take abandoned by Close would lease a
+		// message nobody holds until its lease ran out. It ends by itself.
+		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+		defer cancel()
+		msgs, _, err := q.take(ctx, f.laneOrder(), n, c.cfg.Lease)
+		return msgs, err
+	}
+	msgs, err := take()
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	for {
+		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+blockMargin)
+		var got []string
+		err := q.do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
+		cancel()
+		if err != nil {
+			if c.bg.Err() != nil {
+				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = q.do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
+				cancel()
+				return nil, ErrClosed
+			}
+			return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
+		}
+		if len(got) > 0 {
+			return take()
+		}
+		if !f.stillWanted() {
+			return nil, nil
+		}
+	}
+}

@@ -1,0 +1,156 @@
+-- lib.lua: constants and helpers every script shares. scripts.go puts this
+-- file in front of each script, so each stays one self-contained EVAL.
+--
+-- The rule every script follows: no script can fail after its first write,
+-- because Redis does not roll a script back. So each script first reads and
+-- checks everything (key types with need(), record formats, counter values),
+-- then writes with commands that cannot fail: types known, argument lists cut
+-- into CHUNK-sized calls (Lua's unpack stops near 8,000 values), and, at
+-- maxmemory, the first write one that frees memory (ZREM, HDEL, LPOP, LREM,
+-- DEL): Redis refuses a script only at its first write that may grow memory,
+-- before anything was written.
+
+-- The envelope (envelope.go), 1-based byte positions. A segment member
+-- (Range) carries SEQ_LEN bytes of sequence in front of its envelope.
+local ENV_FLAGS = 2       -- bit 0: the id was given by the producer
+local ENV_ATTEMPTS = 19   -- 4 bytes, big-endian
+local ENV_IDLEN = 23
+local ENV_ID = 24
+local SEQ_LEN = 8
+local CHUNK = 1000        -- most values one command gets from a script
+local MAX_SEQ = 9007199254740992 -- 2^53: the seq counter stays exact in Lua
+
+-- need raises WRONGTYPE, before any write, when key holds a type other than
+-- want ('none' is always fine: the script creates it).
+local function need(key, want)
+  local got = redis.call('TYPE', key).ok
+  if got ~= 'none' and got ~= want then
+    error({err = 'WRONGTYPE prioq: ' .. key .. ' is a ' .. got .. ', want a ' .. want})
+  end
+end
+
+-- lane_type is the Redis type of a lane: 1 = levels (LIST), 2 = range (ZSET).
+local function lane_type(kind)
+  if kind == 2 then return 'zset' end
+  return 'list'
+end
+
+-- need_seq checks the FIFO counter can be incremented n times more.
+local function need_seq(key, n)
+  local v = redis.call('GET', key) -- WRONGTYPE for a non-string
+  -- INCR takes no leading zero (nor "+" or spaces): only what it takes passes.
+  if v and not ((v == '0' or string.match(v, '^[1-9]%d*$')) and tonumber(v) + n < MAX_SEQ) then
+    error({err = 'ERR prioq: ' .. key .. ' does not hold a usable counter'})
+  end
+end
+
+-- chunked runs `cmd key v1 v2 ...` in calls of at most CHUNK values (CHUNK
+-- is even, so score/member pairs stay together).
+local function chunked(cmd, key, vals)
+  for i = 1, #vals, CHUNK do
+    redis.call(cmd, key, unpack(vals, i, math.min(i + CHUNK - 1, #vals)))
+  end
+end
+
+-- hmget reads any number of fields; missing ones come back false.
+local function hmget(key, fields)
+  local out = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do out[#out + 1] = part[j] end
+  end
+  return out
+end
+
+-- seqbytes is n as 8 bytes big-endian: members of equal score sort bytewise,
+-- so a sequence in front keeps them first in, first out.
+local function seqbytes(n)
+  local b = {}
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  return string.char(unpack(b))
+end
+
+-- attempts reads the attempts field of the envelope starting after `off`
+-- bytes of s; nil when s is too short to hold it.
+local function attempts(s, off)
+  local a1, a2, a3, a4 = string.byte(s, off + ENV_ATTEMPTS, off + ENV_ATTEMPTS + 3)
+  if not a4 then return nil end
+  return ((a1 * 256 + a2) * 256 + a3) * 256 + a4
+end
+
+-- with_attempts returns s with the attempts field set to a.
+local function with_attempts(s, off, a)
+  local b4 = a % 256; a = math.floor(a / 256)
+  local b3 = a % 256; a = math.floor(a / 256)
+  local b2 = a % 256; a = math.floor(a / 256)
+  return string.sub(s, 1, off + ENV_ATTEMPTS - 1) .. string.char(a % 256, b2, b3, b4) ..
+    string.sub(s, off + ENV_ATTEMPTS + 4)
+end
+
+-- env_id reads the id of the envelope starting after `off` bytes of s, and
+-- whether the producer gave it; nil when s cannot hold one.
+local function env_id(s, off)
+  local n = string.byte(s, off + ENV_IDLEN)
+  if not n or n == 0 or #s < off + ENV_ID + n - 1 then return nil end
+  local caller = string.byte(s, off + ENV_FLAGS) % 2 == 1
+  return string.sub(s, off + ENV_ID, off + ENV_ID + n - 1), caller
+end
+
+-- routed parses "lane|score|rest" (the form of dstore and inflight values and
+-- of dead-letter records) and checks the lane is one of nlanes and the score
+-- fits the layout; nil when malformed.
+local function routed(rec, nlanes, kind)
+  if type(rec) ~= 'string' then return nil end
+  local p1 = string.find(rec, '|', 1, true)
+  if not p1 then return nil end
+  local p2 = string.find(rec, '|', p1 + 1, true)
+  if not p2 then return nil end
+  local lane = tonumber(string.sub(rec, 1, p1 - 1))
+  local score = string.sub(rec, p1 + 1, p2 - 1)
+  if not lane or lane ~= math.floor(lane) or lane < 0 or lane >= nlanes then return nil end
+  if kind == 2 and not string.match(score, '^-?%d+$') then return nil end
+  return lane, score, string.sub(rec, p2 + 1)
+end
+
+-- now_ms is the Redis server's clock in milliseconds: floored, to ask "has
+-- this deadline passed?", and ceiled, to compute a deadline, so that nothing
+-- is early by a fraction of a millisecond. Every deadline comes from here, not
+-- from a host: a host with a wrong clock cannot expire another consumer's
+-- lease or promote early. (Redis 7 replicates a script's effects, not the
+-- script, so reading TIME is safe on replicas and in Cluster.)
+local function now_ms()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(us / 1000), math.ceil(us / 1000)
+end
+
+-- delayed_member is the delayed set's member for a message: its sequence
+-- number in front of its id, so that messages due in the same millisecond are
+-- promoted in the order they were scheduled, whatever their ids.
+local function delayed_member(seq, id) return seqbytes(seq) .. id end
+local function delayed_id(member) return string.sub(member, SEQ_LEN + 1) end
+
+-- by_lane collects {score, value} pairs per lane in the order they come,
+-- checking each lane's type (KEYS[base + lane]) the first time it is seen,
+-- before any write. It returns add(lane, score, value), the lanes in the
+-- order first seen, and each lane's list of score, value, score, value, ...
+local function by_lane(base, kind)
+  local order, lists = {}, {}
+  local function add(lane, score, value)
+    local l = lists[lane]
+    if not l then
+      need(KEYS[base + lane], lane_type(kind))
+      l = {}
+      lists[lane] = l
+      order[#order + 1] = lane
+    end
+    l[#l + 1] = score
+    l[#l + 1] = value
+  end
+  return add, order, lists
+end
+
+-- The script itself follows.

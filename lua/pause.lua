@@ -1,0 +1,14 @@
+-- pause.lua: put the pause sentinel in place (once).
+--
+-- KEYS[1]  prioq:{Q}:paused  LIST (levels) or ZSET (range), the first key of every take's pop
+-- ARGV[1]  1 = lanes are lists, 2 = sorted sets
+-- Returns: 1. A script rather than a pipeline so that a failure (a key of the
+-- wrong type, maxmemory) leaves the queue exactly as it was.
+local kind = tonumber(ARGV[1])
+need(KEYS[1], lane_type(kind))
+if kind == 1 then
+  if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], 'p') end
+else
+  redis.call('ZADD', KEYS[1], 0, 'p')
+end
+return 1

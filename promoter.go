@@ -1,0 +1,135 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// promoter keeps a queue's delayed messages moving: it sleeps on a
+// client-side timer until the next due time (a Redis blocking timeout is only
+// precise to ~100 ms at the default hz 10), for as long as the server's reply
+// says is left, so the host's wall clock plays no part, and is woken early by the sched
+// marker, which an enqueue pushes when it schedules a message earlier than the
+// current head. Several promoters (one per consumer) may run against one
+// queue: promotion is atomic, so they never move a message twice.
+//
+// Every call has a deadline, so a call that hangs (a half-open connection, a
+// pool replaced by a Sentinel failover) fails at its deadline and the loop
+// goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait, and an EXISTS
+// every few of those to put back a lost meta key.
+type promoter struct {
+	c *Consumer
+}
+
+func (p *promoter) run(ctx context.Context) {
+	c, q := p.c, p.c.q
+	wake := make(chan bool, 1) // true: marker popped; false: re-read the next due time
+	waiterDone := make(chan struct{})
+	go func() {
+		defer close(waiterDone)
+		p.wait(ctx, wake)
+	}()
+	defer func() { <-waiterDone }()
+
+	timer := time.NewTimer(0) // promote once at start: due work may be waiting
+	defer timer.Stop()
+	// The server's clock, as learned from the last promotion: its now then,
+	// and this host's monotonic clock when the reply came.
+	var serverMs int64
+	var learnedAt time.Time
+	for round := 0; ; round++ {
+		var promoteNow bool
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			promoteNow = true
+		case marker := <-wake:
+			promoteNow = marker || learnedAt.IsZero() // no server clock learned yet: promote
+		}
+		next := time.Duration(-1)
+		var err error
+		if promoteNow {
+			for {
+				var moved int
+				var now int64
+				cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
+				moved, next, now, err = q.promote(cctx)
+				cancel()
+				if err != nil {
+					// The server's clock is unknown until a promotion
+					// succeeds again: the next wake-up of any kind retries
+					// it rather than computing a sleep from a stale clock.
+					learnedAt = time.Time{}
+					break
+				}
+				serverMs, learnedAt = now, time.Now()
+				if moved < q.cfg.PromoteBatch {
+					break
+				}
+			}
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
+			var due int64
+			due, err = q.nextDue(cctx, round%metaEvery == 0)
+			cancel()
+			if err == nil && due >= 0 {
+				next = max(0, time.Duration(due-serverMs)*time.Millisecond-time.Since(learnedAt))
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.report(err)
+			resetTimer(timer, c.cfg.RetryInterval)
+			continue
+		}
+		if next >= 0 {
+			resetTimer(timer, next)
+		} else {
+			timer.Stop()
+		}
+	}
+}
+
+// wait blocks on the sched marker and reports wake-ups and timeouts. After a
+// failed wait it asks for the next due time to be read again: a marker may
+// have been lost with the connection.
+func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
+	c, q := p.c, p.c.q
+	timeout := strconv.FormatFloat(c.cfg.PromoteWait.Seconds(), 'f', -1, 64)
+	for ctx.Err() == nil {
+		var got []string // a fresh receiver per call: radix may write a late reply into it
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.PromoteWait+blockMargin)
+		err := q.do(wctx, radix.Cmd(&got, "BLPOP", q.k.sched, timeout))
+		cancel()
+		marker := err == nil && len(got) > 0
+		if err != nil {
+			if ctx.Err() != nil {
+				// Cancelling closed the connection; a marker popped in that
+				// instant would be lost, so put one back: at worst another
+				// promoter wakes for nothing.
+				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
+				pl := radix.NewPipeline()
+				pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, "1"))
+				pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
+				_ = q.do(rearm, pl)
+				cancel()
+				return
+			}
+			c.report(fmt.Errorf("prioq: promoter of %q: %w", q.name, err))
+			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+				return
+			}
+		}
+		select {
+		case wake <- marker:
+		default:
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package prioq
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/require"
+)
+
+// A promotion that fails (here: the delayed store has the wrong type, as a
+// Sentinel failover or a restarting primary fails it with other errors) must
+// not leave the promoter computing its sleep from a server clock it never
+// learned: the message is delivered soon after the fault clears. Before the
+// fix, the failed call reset the learned clock to zero, and the next timeout
+// of the marker wait armed a timer for decades.
+func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	q := openQueue(t, newClient(t), Config{Layout: Levels(1)})
+	var errs atomic.Int64
+	cons := newConsumer(t, q, ConsumerConfig{PromoteWait: 100 * time.Millisecond, RetryInterval: time.Second,
+		OnError: func(error) { errs.Add(1) }})
+
+	_, err := q.Enqueue(ctx, []byte("late"), ID("d1"), Delay(700*time.Millisecond))
+	require.NoError(t, err)
+	// Let the promoter learn the server's clock, then break the store.
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cons.Receive(rctx)
+	cancel()
+	require.Error(t, err, "nothing is due yet")
+	backup := q.k.dstore + ".backup"
+	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "RENAME", q.k.dstore, backup)))
+	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "SET", q.k.dstore, "wrong type")))
+
+	require.Eventually(t, func() bool { return errs.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
+		"the promotion at the due time fails")
+	time.Sleep(500 * time.Millisecond) // several marker-wait timeouts while broken
+	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "DEL", q.k.dstore)))
+	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "RENAME", backup, q.k.dstore)))
+	healed := time.Now()
+
+	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := cons.Receive(rctx)
+	require.NoError(t, err, "the due message is promoted once the fault clears")
+	require.Equal(t, "d1", m.ID)
+	require.NoError(t, m.Ack(ctx))
+	t.Logf("delivered %v after the fault cleared (%d background errors)", time.Since(healed).Round(time.Millisecond), errs.Load())
+}

@@ -1,0 +1,152 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func infoValue(t *testing.T, c radix.Client, section, field string) string {
+	t.Helper()
+	var info string
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&info, "INFO", section)))
+	for _, line := range strings.Split(strings.ReplaceAll(info, "\r", ""), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func serverPid(t *testing.T, c radix.Client) int {
+	t.Helper()
+	pid, err := strconv.Atoi(infoValue(t, c, "server", "process_id"))
+	require.NoError(t, err)
+	return pid
+}
+
+// A failover to a replica that lags loses what the primary acknowledged after
+// the replica's last sync. With WaitReplicas, an enqueue or an ack returns nil
+// only once a replica has it; while replication is stalled they return
+// ErrNotReplicated (the write is made all the same). The test stalls
+// replication, writes, kills the primary and promotes the replica: every
+// enqueue that returned nil must be there, and every ack that returned nil
+// must have stayed acked.
+func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"without WaitReplicas", Config{}},
+		{"WaitReplicas 1", Config{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primaryAddr := ownServer(t)
+			host, port, _ := strings.Cut(primaryAddr, ":")
+			replicaAddr := ownServer(t, "--replicaof", host, port)
+			primary, replica := ownPool(t, primaryAddr, 16), ownPool(t, replicaAddr, 4)
+			require.Eventually(t, func() bool { return infoValue(t, replica, "replication", "master_link_status") == "up" },
+				10*time.Second, 20*time.Millisecond)
+			primaryPid := serverPid(t, primary)
+			ctx := ctxT(t, 60*time.Second)
+			cfg := tc.cfg
+			cfg.Layout = Levels(3)
+			q := openQueue(t, primary, cfg)
+
+			var mu sync.Mutex
+			acked := map[string]bool{}
+			var notReplicated int
+			enqueue := func(prefix string, n int) {
+				var wg sync.WaitGroup
+				for w := 0; w < 10; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := w; i < n; i += 10 {
+							id := fmt.Sprintf("%s-%d", prefix, i)
+							opts := []Option{Priority(int64(i % 3))}
+							if i%2 == 0 {
+								opts = append(opts, ID(id))
+							}
+							got, err := q.Enqueue(ctx, []byte(id), opts...)
+							mu.Lock()
+							switch {
+							case err == nil:
+								acked[string(id)] = true
+							case errors.Is(err, ErrNotReplicated):
+								require.NotEmpty(t, got, "the id comes with ErrNotReplicated")
+								notReplicated++
+							default:
+								t.Errorf("enqueue %s: %v", id, err)
+							}
+							mu.Unlock()
+						}
+					}(w)
+				}
+				wg.Wait()
+			}
+			enqueue("synced", 100)
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			first, err := cons.ReceiveBatch(ctx, 10)
+			require.NoError(t, err)
+			require.NotEmpty(t, first)
+
+			// Replication stalls: the replica stops taking the primary's stream
+			// (stopping its process would not do: the kernel keeps buffering
+			// the stream for it, and it catches up when it resumes).
+			require.NoError(t, replica.Do(ctx, radix.Cmd(nil, "REPLICAOF", "NO", "ONE")))
+			start := time.Now()
+			enqueue("stalled", 60)
+			ackedWhileStalled := 0
+			for _, err := range AckBatch(ctx, first...) {
+				if err == nil {
+					ackedWhileStalled++
+				} else {
+					require.ErrorIs(t, err, ErrNotReplicated)
+				}
+			}
+			t.Logf("while replication was stalled: %d enqueues acknowledged, %d returned ErrNotReplicated, %d of %d acks acknowledged (%v)",
+				len(acked)-100, notReplicated, ackedWhileStalled, len(first), time.Since(start).Round(time.Millisecond))
+
+			// Failover: the primary dies, the lagging replica takes over.
+			require.NoError(t, syscall.Kill(primaryPid, syscall.SIGKILL))
+			q2, err := Open(ctx, replica, q.name, cfg)
+			require.NoError(t, err)
+			there := map[string]bool{}
+			peek, err := q2.Peek(ctx, MaxBatch)
+			require.NoError(t, err)
+			for _, m := range peek {
+				there[string(m.Payload)] = true
+			}
+			taken := map[string]bool{} // in flight on the replica, not in its lanes
+			for _, m := range first {
+				taken[string(m.Payload)] = true
+			}
+			lost := 0
+			for id := range acked {
+				if !there[id] && !taken[id] {
+					lost++
+				}
+			}
+			t.Logf("after the failover: %d of %d acknowledged enqueues lost", lost, len(acked))
+			if tc.cfg.WaitReplicas > 0 {
+				assert.Zero(t, lost, "an enqueue that returned nil was lost")
+				assert.Zero(t, ackedWhileStalled, "an ack returned nil while no replica could confirm it")
+				assert.Equal(t, 60, notReplicated)
+			} else {
+				// The scenario is real: without WAIT it loses acknowledged writes.
+				assert.Equal(t, 60, lost)
+			}
+		})
+	}
+}
