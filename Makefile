@@ -1,21 +1,22 @@
-.PHONY: test test-race lint bench bench-quick fuzz
+# The README's two commands: `make bench` (the benchmark, about a minute)
+# and `make test` (every module's tests). Both install redis-server first
+# when it is missing (scripts/setup).
+.PHONY: bench bench-full test lint setup fuzz
 
-test:
-	go test ./...
+bench: setup
+	go run ./bench $(ARGS)
 
-test-race:
-	go test -race -count=1 ./...
+bench-full: setup
+	go run ./bench -full $(ARGS)
+
+test: setup
+	scripts/test
 
 lint:
-	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
-	go vet ./...
-	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed: skipped"; fi
+	scripts/lint
 
-bench:
-	go run ./bench
-
-bench-quick:
-	go run ./bench -quick
+setup:
+	@scripts/setup
 
 fuzz:
 	go test -run XXX -fuzz FuzzEnvelopeDecode -fuzztime 30s .

@@ -42,9 +42,6 @@ const abandonGrace = 250 * time.Millisecond
 // still be written by the client, so the caller must not read them.
 var errAbandoned = errors.New("redis call abandoned at its deadline")
 
-// DefaultCallTimeout is the deadline of a Redis call whose context has none.
-const DefaultCallTimeout = 10 * time.Second
-
 // do runs a on q's client with ctx, adding CallTimeout when ctx has no deadline.
 func (q *Queue) do(ctx context.Context, a radix.Action) error {
 	return doBounded(ctx, q.c, q.cfg.CallTimeout, a)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // Eight consumers, each with its own fetch and blocking connection, share
@@ -61,9 +61,9 @@ func TestConcurrentConsumersExactlyOnce(t *testing.T) {
 
 				sent := make([]string, 0, total)
 				for len(sent) < total {
-					items := make([]Item, 100)
+					items := make([]EnqueueItem, 100)
 					for i := range items {
-						items[i] = Item{Payload: []byte(fmt.Sprint(len(sent) + i)), Options: []Option{Priority(prio())}}
+						items[i] = EnqueueItem{Payload: []byte(fmt.Sprint(len(sent) + i)), Options: []Option{Priority(prio())}}
 					}
 					res, err := q.EnqueueBatch(ctx, items)
 					require.NoError(t, err)

@@ -13,39 +13,52 @@ import (
 
 // ConsumerConfig configures a Consumer. The zero value of every field selects its default.
 type ConsumerConfig struct {
-	// Concurrency is how many handlers Run runs at once. Defaults to 1.
+	// Concurrency is how many handlers Run runs at once. Defaults to
+	// DefaultConcurrency.
 	Concurrency int
+
 	// Lease is how long a taken message stays invisible to other consumers
-	// before it is delivered again (AtLeastOnce). Defaults to 30s.
+	// before it is delivered again (AtLeastOnce). Defaults to DefaultLease.
 	Lease time.Duration
+
 	// BlockTimeout is the server-side timeout of one blocking wait: an idle
 	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
 	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
-	// interrupted at once). Defaults to 2s for AtMostOnce, 5s for AtLeastOnce.
+	// interrupted at once). Defaults to DefaultBlockTimeout, or
+	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue.
 	BlockTimeout time.Duration
+
 	// Weights, when set, replaces strict priority order by a weighted one: for
 	// each fetch the lane order is drawn at random, lane i coming first with
 	// probability proportional to Weights[i], so no lane with a weight above 0
 	// starves. One weight per lane, lane 0 first; lanes with weight 0 come last,
 	// highest first.
 	Weights []int
+
 	// NoPromoter turns off this consumer's promoter of delayed messages. At
 	// least one process must promote for delayed messages to become ready.
 	NoPromoter bool
+
 	// PromoteWait is the server-side timeout of the promoter's wait for a
 	// wake-up; after it the promoter re-reads the next due time (a safety
 	// net: enqueues wake it when they schedule an earlier message). Defaults
-	// to 30s.
+	// to DefaultPromoteWait.
 	PromoteWait time.Duration
+
 	// SweepInterval is how often this consumer looks for expired leases
-	// (AtLeastOnce). Defaults to 10s, or Lease/2 when that is shorter.
+	// (AtLeastOnce). Defaults to DefaultSweepInterval, or Lease/2 when that
+	// is shorter.
 	SweepInterval time.Duration
+
 	// GracePeriod is how long Run waits, after its ctx is done, for handlers in
-	// flight to finish before it cancels their contexts. Defaults to 30s.
+	// flight to finish before it cancels their contexts. Defaults to
+	// DefaultGracePeriod.
 	GracePeriod time.Duration
+
 	// RetryInterval is how long background loops wait after a Redis error.
-	// Defaults to 500ms.
+	// Defaults to DefaultRetryInterval.
 	RetryInterval time.Duration
+
 	// OnError receives errors of background work (promotion, sweeps, acks in
 	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
 	OnError func(error)
@@ -53,31 +66,31 @@ type ConsumerConfig struct {
 
 func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 	if c.Concurrency <= 0 {
-		c.Concurrency = 1
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.BlockTimeout <= 0 {
-		c.BlockTimeout = 2 * time.Second
+		c.BlockTimeout = DefaultBlockTimeoutAtMostOnce
 		if mode == AtLeastOnce {
-			c.BlockTimeout = 5 * time.Second
+			c.BlockTimeout = DefaultBlockTimeout
 		}
 	}
 	if c.PromoteWait <= 0 {
-		c.PromoteWait = 30 * time.Second
+		c.PromoteWait = DefaultPromoteWait
 	}
 	if c.SweepInterval <= 0 {
-		c.SweepInterval = 10 * time.Second
+		c.SweepInterval = DefaultSweepInterval
 		if c.Lease/2 < c.SweepInterval {
 			c.SweepInterval = c.Lease / 2
 		}
 	}
 	if c.GracePeriod <= 0 {
-		c.GracePeriod = 30 * time.Second
+		c.GracePeriod = DefaultGracePeriod
 	}
 	if c.RetryInterval <= 0 {
-		c.RetryInterval = 500 * time.Millisecond
+		c.RetryInterval = DefaultRetryInterval
 	}
 	return c
 }
@@ -180,7 +193,8 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 
 // ReceiveBatch is Receive for up to n messages (at least one, at most
 // MaxBatch however large n is), all from the highest non-empty lane, in one
-// round trip. Cancellation as for Receive.
+// round trip. Cancelling ctx works as for Receive: it returns ctx.Err() and
+// takes nothing for the caller.
 func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: ReceiveBatch(%d)", ErrInvalidOption, n)

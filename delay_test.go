@@ -1,12 +1,13 @@
 package prioq
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // Delayed messages are never handed out before their due time, and arrive soon
@@ -57,32 +58,6 @@ func TestDelayedNeverEarlyAndPrompt(t *testing.T) {
 	}
 }
 
-// The promoter sleeps until the earliest due time; a message scheduled
-// earlier than that must wake it, not wait for the old timer.
-func TestPromoterWokenByEarlierMessage(t *testing.T) {
-	c := newClient(t)
-	for _, m := range bothModes {
-		t.Run(m.name, func(t *testing.T) {
-			ctx := ctxT(t, 30*time.Second)
-			q := openQueue(t, c, Config{Mode: m.mode})
-			_, err := q.Enqueue(ctx, []byte("late"), Delay(20*time.Second))
-			require.NoError(t, err)
-			// PromoteWait is long, so only the sched marker can wake it early.
-			cons := newConsumer(t, q, ConsumerConfig{PromoteWait: 30 * time.Second})
-			time.Sleep(200 * time.Millisecond) // the promoter is now asleep until +20s
-			start := time.Now()
-			id, err := q.Enqueue(ctx, []byte("early"), Delay(300*time.Millisecond))
-			require.NoError(t, err)
-			msg, err := cons.Receive(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, id, msg.ID)
-			took := time.Since(start)
-			assert.GreaterOrEqual(t, took, 300*time.Millisecond)
-			assert.Less(t, took, 2*time.Second)
-		})
-	}
-}
-
 // Two processes' worth of promoters race over the same delayed set: every
 // message is delivered exactly once.
 func TestConcurrentPromotersMoveOnce(t *testing.T) {
@@ -90,9 +65,9 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, time.Minute)
 	q := openQueue(t, c, Config{Mode: AtMostOnce, PromoteBatch: 7})
-	items := make([]Item, n)
+	items := make([]EnqueueItem, n)
 	for i := range items {
-		items[i] = Item{Payload: []byte("x"), Options: []Option{Delay(time.Duration(i%50) * time.Millisecond)}}
+		items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{Delay(time.Duration(i%50) * time.Millisecond)}}
 	}
 	_, err := q.EnqueueBatch(ctx, items)
 	require.NoError(t, err)
@@ -138,9 +113,9 @@ func TestEqualDueTimesKeepEnqueueOrder(t *testing.T) {
 				require.NoError(t, err)
 				want = append(want, id)
 			}
-			var items []Item
+			var items []EnqueueItem
 			for _, id := range []string{"b-9", "b-8", "b-7", "b-10"} {
-				items = append(items, Item{Payload: []byte("x"), Options: []Option{at, ID(id)}})
+				items = append(items, EnqueueItem{Payload: []byte("x"), Options: []Option{at, ID(id)}})
 				want = append(want, id)
 			}
 			_, err := q.EnqueueBatch(ctx, items)
@@ -164,4 +139,41 @@ func TestEqualDueTimesKeepEnqueueOrder(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+func TestSleepCtx(t *testing.T) {
+	start := time.Now()
+	assert.True(t, sleepCtx(context.Background(), 20*time.Millisecond))
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	assert.False(t, sleepCtx(ctx, time.Hour), "a done ctx ends the sleep")
+	assert.Less(t, time.Since(start), time.Second)
+}
+
+// resetTimer arms a timer whatever its state: running, stopped, or fired
+// with its tick not read; a negative duration fires at once.
+func TestResetTimer(t *testing.T) {
+	fired := func(tm *time.Timer, within time.Duration) bool {
+		select {
+		case <-tm.C:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	tm := time.NewTimer(time.Hour)
+	resetTimer(tm, -time.Second)
+	assert.True(t, fired(tm, time.Second), "negative: at once")
+
+	tm = time.NewTimer(time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // it fired; nobody read the tick
+	resetTimer(tm, time.Hour)
+	assert.False(t, fired(tm, 20*time.Millisecond), "the old tick must not be seen after a reset")
+
+	tm.Stop()
+	resetTimer(tm, 0)
+	assert.True(t, fired(tm, time.Second), "a stopped timer is armed again")
 }

@@ -12,12 +12,20 @@ import (
 	"github.com/mediocregopher/radix/v4/resp"
 )
 
-// Defaults of DialerConfig.
+// The defaults of DialerConfig.
 const (
+	// DefaultConnectTimeout is DialerConfig.ConnectTimeout's default.
 	DefaultConnectTimeout = 5 * time.Second
-	DefaultKeepAlive      = 5 * time.Second
-	DefaultUserTimeout    = 10 * time.Second
-	DefaultStuckAfter     = 5 * time.Second
+
+	// DefaultKeepAlive is DialerConfig.KeepAlive's default: an idle dead
+	// connection is closed within about 20 s.
+	DefaultKeepAlive = 5 * time.Second
+
+	// DefaultUserTimeout is DialerConfig.UserTimeout's default.
+	DefaultUserTimeout = 10 * time.Second
+
+	// DefaultStuckAfter is DialerConfig.StuckAfter's default.
+	DefaultStuckAfter = 5 * time.Second
 )
 
 // DialerConfig configures Dialer. The zero value of every field selects its default.

@@ -81,6 +81,15 @@
 // Dialer for the radix pools prioq runs on: it makes a pool drop half-open
 // connections (see Dialer for why radix alone keeps them).
 //
+// # Conventions
+//
+// Every call that takes a ctx returns when ctx ends, and its doc says what
+// then happened in Redis. Counts of stored messages are int64; sizes passed
+// in (n of ReceiveBatch, Peek, DeadLetters) are int. A field of a config left
+// at its zero value takes the Default* constant named in its doc. Peek and
+// DeadLetters describe messages with MessageInfo; only a delivered *Message
+// can be acknowledged.
+//
 // # Redis versions
 //
 // Redis 7.0 or newer: LMPOP / ZMPOP (AtLeastOnce takes) and BLMPOP / BZMPOP

@@ -21,14 +21,19 @@ import (
 //	23     n    id
 //	23+n   ...  payload (at least one byte)
 //
-// The Lua scripts rely on the offsets of the attempts field and of the id; keep
-// them in step with lua/*.lua when changing this layout (and bump the version).
+// The Lua scripts read the flags, the attempts and the id: scripts.go gives
+// them these offsets as constants (protocol.go), so a change here reaches
+// them. Bump the version when changing the layout.
 const (
-	envVersion    = 1
-	envHeaderLen  = 23
-	envOffAttempt = 18
-	flagCallerID  = 1 << 0
-	maxIDLen      = 128
+	envVersion     = 1
+	envOffFlags    = 1
+	envOffPriority = 2
+	envOffEnqueued = 10
+	envOffAttempt  = 18
+	envOffIDLen    = 22
+	envHeaderLen   = 23 // the id starts here
+	flagCallerID   = 1 << 0
+	maxIDLen       = 128
 )
 
 type envelope struct {
@@ -44,12 +49,12 @@ func (e *envelope) encode() []byte {
 	b := make([]byte, envHeaderLen+len(e.ID)+len(e.Payload))
 	b[0] = envVersion
 	if e.CallerID {
-		b[1] = flagCallerID
+		b[envOffFlags] = flagCallerID
 	}
-	binary.BigEndian.PutUint64(b[2:], uint64(e.Priority))
-	binary.BigEndian.PutUint64(b[10:], uint64(e.EnqueuedMs))
+	binary.BigEndian.PutUint64(b[envOffPriority:], uint64(e.Priority))
+	binary.BigEndian.PutUint64(b[envOffEnqueued:], uint64(e.EnqueuedMs))
 	binary.BigEndian.PutUint32(b[envOffAttempt:], e.Attempts)
-	b[22] = byte(len(e.ID))
+	b[envOffIDLen] = byte(len(e.ID))
 	copy(b[envHeaderLen:], e.ID)
 	copy(b[envHeaderLen+len(e.ID):], e.Payload)
 	return b
@@ -65,16 +70,16 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if b[0] != envVersion {
 		return e, fmt.Errorf("%w: unknown envelope version %d", ErrCorrupt, b[0])
 	}
-	if b[1]&^flagCallerID != 0 {
-		return e, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, b[1])
+	if b[envOffFlags]&^flagCallerID != 0 {
+		return e, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, b[envOffFlags])
 	}
-	n := int(b[22])
+	n := int(b[envOffIDLen])
 	if n == 0 || n > maxIDLen || len(b) < envHeaderLen+n+1 {
 		return e, fmt.Errorf("%w: bad id length %d for %d bytes", ErrCorrupt, n, len(b))
 	}
-	e.CallerID = b[1]&flagCallerID != 0
-	e.Priority = int64(binary.BigEndian.Uint64(b[2:]))
-	e.EnqueuedMs = int64(binary.BigEndian.Uint64(b[10:]))
+	e.CallerID = b[envOffFlags]&flagCallerID != 0
+	e.Priority = int64(binary.BigEndian.Uint64(b[envOffPriority:]))
+	e.EnqueuedMs = int64(binary.BigEndian.Uint64(b[envOffEnqueued:]))
 	e.Attempts = binary.BigEndian.Uint32(b[envOffAttempt:])
 	e.ID = string(b[envHeaderLen : envHeaderLen+n])
 	if err := validateID(e.ID); err != nil {
@@ -90,7 +95,7 @@ func envelopeID(b []byte) string {
 	if len(b) < envHeaderLen {
 		return ""
 	}
-	n := int(b[22])
+	n := int(b[envOffIDLen])
 	if n == 0 || len(b) < envHeaderLen+n || validateID(string(b[envHeaderLen:envHeaderLen+n])) != nil {
 		return ""
 	}

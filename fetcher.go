@@ -293,7 +293,7 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 		if err != nil {
 			if c.bg.Err() != nil {
 				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = q.do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
+				_ = q.do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
 				cancel()
 				return nil, ErrClosed
 			}

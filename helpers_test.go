@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/prioq/prioq/internal/redisdocker"
 	"github.com/prioq/prioq/internal/redisfind"
 	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // One Redis for the whole package run; every test uses queues of its own.
@@ -28,7 +26,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelperProcess())
 	}
-	redisfind.Docker = redisdocker.ForFind // the last resort, after PRIOQ_REDIS_ADDR and PATH
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	srv, err := redisfind.Find(ctx)
 	cancel()
@@ -130,16 +127,7 @@ var someLayouts = []struct {
 
 // newRand is a seeded generator whose seed is logged, to replay a failure.
 func newRand(t testing.TB) *mrand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	return mrand.New(mrand.NewPCG(seed, 1))
-}
-
-// leakOptions make goleak ignore goroutines that radix's own runner starts
-// (connection readers and writers a pool re-dials in the background); every
-// goroutine prioq starts is still checked.
-var leakOptions = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/mediocregopher/radix/v4/internal/proc.(*Proc).Run.func1"),
+	return mrand.New(mrand.NewPCG(testkit.Seed(t), 1))
 }
 
 // ownServer starts a redis-server for one test, for tests that change
@@ -173,3 +161,15 @@ func ownPool(t *testing.T, addr string, size int) radix.Client {
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
+
+// pureQueue is a Queue with no client, for tests of code that makes no Redis
+// call: any call it tried would panic.
+func pureQueue(cfg Config) *Queue {
+	cfg = cfg.withDefaults()
+	return &Queue{name: "pure", cfg: cfg, k: newKeySet("pure", cfg.Layout.lanes()), clock: time.Now}
+}
+
+// clientFunc is a Client made of a function, for tests without Redis.
+type clientFunc func(context.Context, radix.Action) error
+
+func (f clientFunc) Do(ctx context.Context, a radix.Action) error { return f(ctx, a) }

@@ -30,7 +30,7 @@ func Levels(n int) Layout { return Layout{kind: kindLevels, levels: n} }
 
 func (l Layout) withDefaults() Layout {
 	if l.kind == 0 {
-		return Levels(3)
+		return Levels(DefaultLevels)
 	}
 	return l
 }

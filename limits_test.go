@@ -3,13 +3,12 @@ package prioq
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // Limits are tested at and beyond their edge: the largest batch a script can
@@ -21,9 +20,9 @@ func fillBatch(t *testing.T, ctx context.Context, q *Queue, n int, opts ...Optio
 	t.Helper()
 	for done := 0; done < n; {
 		k := min(MaxBatch, n-done)
-		items := make([]Item, k)
+		items := make([]EnqueueItem, k)
 		for i := range items {
-			items[i] = Item{Payload: []byte(fmt.Sprintf("m%d", done+i)), Options: opts}
+			items[i] = EnqueueItem{Payload: []byte(fmt.Sprintf("m%d", done+i)), Options: opts}
 		}
 		_, err := q.EnqueueBatch(ctx, items)
 		require.NoError(t, err)
@@ -129,9 +128,9 @@ func TestEnqueueBatchBeyondTheLimitWritesNothing(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 30*time.Second)
 	q := openQueue(t, c, Config{})
-	items := make([]Item, MaxBatch+1)
+	items := make([]EnqueueItem, MaxBatch+1)
 	for i := range items {
-		items[i] = Item{Payload: []byte("x")}
+		items[i] = EnqueueItem{Payload: []byte("x")}
 	}
 	_, err := q.EnqueueBatch(ctx, items)
 	require.ErrorIs(t, err, ErrInvalidOption)
@@ -139,76 +138,4 @@ func TestEnqueueBatchBeyondTheLimitWritesNothing(t *testing.T) {
 	res, err := q.EnqueueBatch(ctx, items[:MaxBatch])
 	require.NoError(t, err)
 	assert.Len(t, res, MaxBatch)
-}
-
-func TestPurgeKeepsIDsOfLiveMessages(t *testing.T) {
-	c := newClient(t)
-	for _, l := range someLayouts {
-		t.Run(l.name, func(t *testing.T) {
-			ctx := ctxT(t, 20*time.Second)
-			q := openQueue(t, c, Config{Layout: l.layout})
-			_, err := q.Enqueue(ctx, []byte("in flight"), ID("flying"))
-			require.NoError(t, err)
-			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-			flying, err := cons.Receive(ctx)
-			require.NoError(t, err)
-			_, err = q.Enqueue(ctx, []byte("dead"), ID("dead-1"))
-			require.NoError(t, err)
-			m, err := cons.Receive(ctx)
-			require.NoError(t, err)
-			require.NoError(t, q.failToken(ctx, m.token, 0, "no", "dead"))
-			_, err = q.Enqueue(ctx, []byte("ready"), ID("ready-1"))
-			require.NoError(t, err)
-			_, err = q.Enqueue(ctx, []byte("later"), ID("later-1"), Delay(time.Hour))
-			require.NoError(t, err)
-
-			n, err := q.Purge(ctx)
-			require.NoError(t, err)
-			assert.EqualValues(t, 2, n)
-			for _, id := range []string{"flying", "dead-1"} {
-				_, err := q.Enqueue(ctx, []byte("copy"), ID(id))
-				assert.ErrorIs(t, err, ErrDuplicate, "%s is still alive", id)
-			}
-			for _, id := range []string{"ready-1", "later-1"} {
-				_, err := q.Enqueue(ctx, []byte("again"), ID(id))
-				assert.NoError(t, err, "%s was purged", id)
-			}
-			require.NoError(t, flying.Ack(ctx))
-		})
-	}
-}
-
-func TestExponentialBackoffNeverOverflows(t *testing.T) {
-	for _, c := range []struct{ base, max time.Duration }{
-		{time.Second, math.MaxInt64},
-		{time.Second, time.Hour},
-		{time.Nanosecond, math.MaxInt64},
-		{math.MaxInt64, math.MaxInt64},
-		{0, time.Hour},
-		{-time.Second, time.Hour},
-	} {
-		b := ExponentialBackoff(c.base, c.max)
-		for a := -1; a <= 300; a++ {
-			d := b(a)
-			want := max(c.base, 0) // the undithered delay doubles from base up to max
-			for i := 1; i < a && want < c.max; i++ {
-				if want > c.max/2 {
-					want = c.max
-				} else {
-					want *= 2
-				}
-			}
-			want = min(want, c.max)
-			if d < 0 || d > want || (want > 1 && d < want/2) {
-				t.Fatalf("ExponentialBackoff(%v, %v)(%d) = %v, want [%v, %v]", c.base, c.max, a, d, want/2, want)
-			}
-		}
-	}
-}
-
-func TestOpenNilClient(t *testing.T) {
-	assert.NotPanics(t, func() {
-		_, err := Open(context.Background(), nil, "q", Config{})
-		assert.ErrorIs(t, err, ErrInvalidOption)
-	})
 }

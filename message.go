@@ -10,17 +10,23 @@ import (
 	"github.com/mediocregopher/radix/v4"
 )
 
-// Message is one delivered (or peeked) message.
+// Message is one delivered message: its handle for Ack, Retry and Extend.
+// Peek and DeadLetters describe messages they do not deliver with
+// MessageInfo, which has none of these.
 type Message struct {
 	// ID is the message's id: generated, or given with the ID option.
 	ID string
+
 	// Priority is the priority it was enqueued with.
 	Priority int64
+
 	// Payload is the message body.
 	Payload []byte
+
 	// Attempts counts deliveries including this one (AtLeastOnce); 0 for
-	// AtMostOnce messages and for peeked ones.
+	// AtMostOnce messages.
 	Attempts int
+
 	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
 	EnqueuedAt time.Time
 
@@ -32,6 +38,32 @@ type Message struct {
 	deadline time.Time // lease deadline (AtLeastOnce)
 	// onExtend, set by Run, moves the handler's context deadline with the lease.
 	onExtend func(time.Time)
+}
+
+// MessageInfo describes a stored message without delivering it: what Peek
+// and DeadLetters return. It cannot be acknowledged; to act on a waiting
+// message use Cancel, on a dead one RequeueDead or PurgeDead.
+type MessageInfo struct {
+	// ID is the message's id.
+	ID string
+
+	// Priority is the priority it was enqueued with.
+	Priority int64
+
+	// Payload is the message body.
+	Payload []byte
+
+	// Attempts counts the deliveries it had so far: 0 for a message that was
+	// never delivered (and for every AtMostOnce message).
+	Attempts int
+
+	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
+	EnqueuedAt time.Time
+}
+
+func newInfo(e envelope) MessageInfo {
+	return MessageInfo{ID: e.ID, Priority: e.Priority, Payload: e.Payload,
+		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs)}
 }
 
 func newMessage(e envelope) *Message {
@@ -75,7 +107,9 @@ func (m *Message) Ack(ctx context.Context) error {
 // Retry gives the message back for another attempt after `after` (0: the
 // queue's Backoff for this attempt), recording reason as its last error. When
 // it has had MaxAttempts deliveries it goes to the dead-letter list instead.
-// ErrLeaseLost as for Ack. One round trip.
+// ErrLeaseLost as for Ack. One round trip. Cancelling ctx abandons the call:
+// the retry may or may not have happened; if not, the lease runs out and the
+// message is delivered again.
 func (m *Message) Retry(ctx context.Context, after time.Duration, reason string) error {
 	if err := m.leased(); err != nil {
 		return err
@@ -88,7 +122,9 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 
 // Extend moves the lease deadline to d from now (the Redis server's now);
 // under Run, the handler's context then ends at the new deadline too.
-// ErrLeaseLost as for Ack. One round trip.
+// ErrLeaseLost as for Ack. One round trip. Cancelling ctx abandons the call:
+// the lease may or may not have moved, and LeaseDeadline keeps the old
+// deadline.
 func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if err := m.leased(); err != nil {
 		return err
@@ -114,7 +150,8 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 
 // AckBatch acknowledges many messages of one queue in one round trip and
 // returns one error per message (nil, ErrLeaseLost, ErrNotReplicated, or the
-// Redis error).
+// Redis error). Cancelling ctx abandons the call: every ack then reports
+// the ctx error, and each may or may not have happened.
 func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // At maxmemory with noeviction Redis refuses a command that may grow memory,
@@ -75,7 +76,7 @@ func TestAtMaxMemoryShrinkingWorkKeepsRunning(t *testing.T) {
 			assert.ErrorContains(t, err, "OOM")
 			_, err = q.Enqueue(ctx, []byte("refused"), Delay(time.Minute))
 			assert.ErrorContains(t, err, "OOM")
-			_, err = q.EnqueueBatch(ctx, []Item{{Payload: []byte("a")}, {Payload: []byte("b")}})
+			_, err = q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("a")}, {Payload: []byte("b")}})
 			assert.ErrorContains(t, err, "OOM")
 			st, err := q.Stats(ctx)
 			require.NoError(t, err)
@@ -177,8 +178,7 @@ func containsPayload(t *testing.T, q *Queue, payload string) bool {
 // retrying an enqueue that reported failure, and extends, sweeps and
 // promotions never fail for lack of memory.
 func TestAtMaxMemoryUnderLoad(t *testing.T) {
-	leakOpts := append([]goleak.Option{goleak.IgnoreCurrent()}, leakOptions...)
-	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) }) // runs last: after the consumer, pool and server stop
+	testkit.NoLeaks(t, testkit.RadixRunner) // checked last: after the consumer, pool and server stop
 	addr := ownServer(t, "--maxmemory-policy", "noeviction")
 	c := ownPool(t, addr, 24)
 	ctx := ctxT(t, 90*time.Second)

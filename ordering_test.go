@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // refQueue is the in-memory reference the property test checks Redis against:
@@ -163,9 +164,7 @@ func TestOrderingProperty(t *testing.T) {
 	for _, m := range bothModes {
 		for _, l := range layouts {
 			t.Run(m.name+"/"+l.name, func(t *testing.T) {
-				seed := uint64(time.Now().UnixNano())
-				t.Logf("seed %d", seed)
-				rng := rand.New(rand.NewPCG(seed, 7))
+				rng := rand.New(rand.NewPCG(testkit.Seed(t), 7))
 				runOrderingProperty(t, c, m.mode, l.layout, rng, ops)
 			})
 		}
@@ -185,7 +184,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 	var callerN int
 	var received int
 
-	item := func() (Item, refItem) {
+	item := func() (EnqueueItem, refItem) {
 		p := prio()
 		lane, err := layout.laneOf(p)
 		require.NoError(t, err)
@@ -203,7 +202,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 			it.due = base + virtual + 20*rng.Int64N(15)
 			opts = append(opts, At(time.UnixMilli(it.due)))
 		}
-		return Item{Payload: []byte(fmt.Sprint(p)), Options: opts}, it
+		return EnqueueItem{Payload: []byte(fmt.Sprint(p)), Options: opts}, it
 	}
 	record := func(it refItem, id string) {
 		it.id = id
@@ -225,7 +224,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 			record(it, id)
 		case r < 45: // enqueue a batch
 			n := 1 + rng.IntN(8)
-			items := make([]Item, n)
+			items := make([]EnqueueItem, n)
 			refs := make([]refItem, n)
 			for i := range items {
 				items[i], refs[i] = item()

@@ -57,9 +57,9 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 	ctx := context.Background()
 	q := openQueue(b, c, Config{Layout: Levels(3)})
 	defer q.Purge(ctx)
-	items := make([]Item, 100)
+	items := make([]EnqueueItem, 100)
 	for i := range items {
-		items[i] = Item{Payload: benchPayload, Options: []Option{Priority(int64(i % 3))}}
+		items[i] = EnqueueItem{Payload: benchPayload, Options: []Option{Priority(int64(i % 3))}}
 	}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -119,9 +119,9 @@ func fillQueue(b *testing.B, q *Queue, n int) {
 	ctx := context.Background()
 	for n > 0 {
 		k := min(n, 500)
-		items := make([]Item, k)
+		items := make([]EnqueueItem, k)
 		for i := range items {
-			items[i] = Item{Payload: benchPayload, Options: []Option{Priority(int64(i % 3))}}
+			items[i] = EnqueueItem{Payload: benchPayload, Options: []Option{Priority(int64(i % 3))}}
 		}
 		if _, err := q.EnqueueBatch(ctx, items); err != nil {
 			b.Fatal(err)

@@ -59,16 +59,25 @@ func ID(id string) Option {
 	}
 }
 
-// Item is one message of an EnqueueBatch.
-type Item struct {
+// EnqueueItem is one message of an EnqueueBatch: what Enqueue takes as
+// arguments.
+type EnqueueItem struct {
+	// Payload is the message body (1 byte to Config.MaxPayload).
 	Payload []byte
+
+	// Options are Priority, Delay, At and ID, as for Enqueue.
 	Options []Option
 }
 
-// Result is the outcome of one Item of an EnqueueBatch: its id, and nil or
-// ErrDuplicate.
-type Result struct {
-	ID  string
+// EnqueueResult is what EnqueueBatch reports for one EnqueueItem, at the
+// same index.
+type EnqueueResult struct {
+	// ID is the message's id: the one given with the ID option, or the one
+	// generated.
+	ID string
+
+	// Err is nil when the message was stored, or ErrDuplicate when a waiting,
+	// delayed, in-flight or dead message already has this ID.
 	Err error
 }
 
@@ -154,13 +163,13 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (st
 
 // EnqueueBatch stores up to MaxBatch messages in one round trip (one Lua
 // call, atomic: all are stored or, on a Redis error, none) and returns a
-// Result per item, in order. Any invalid item, or more than MaxBatch items,
+// result per item, in order. Any invalid item, or more than MaxBatch items,
 // fails the whole batch before anything is written; duplicate ids are
 // reported per item and do not stop the others. With Config.WaitReplicas, an
 // error wrapping ErrNotReplicated comes with the results: the batch is
 // stored, but not confirmed by enough replicas. Cancelling ctx abandons the
 // call, as for Enqueue.
-func (q *Queue) EnqueueBatch(ctx context.Context, items []Item) ([]Result, error) {
+func (q *Queue) EnqueueBatch(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -179,7 +188,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, items []Item) ([]Result, error
 	return q.send(ctx, ps)
 }
 
-func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
+func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
 	if q.canSendPlain(ps) {
 		return q.sendPlain(ctx, ps)
 	}
@@ -194,9 +203,9 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 			ki = len(keys)
 			laneKeyIdx[p.lane] = ki
 		}
-		caller := "0"
+		caller := argNo
 		if p.caller {
-			caller = "1"
+			caller = argYes
 		}
 		args = append(args, p.id, caller, p.due, strconv.Itoa(p.lane),
 			strconv.Itoa(ki), p.score, string(p.env))
@@ -209,7 +218,7 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]Result, error) {
 	if len(codes) != len(ps) {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w: %d codes for %d messages", q.name, ErrScript, len(codes), len(ps))
 	}
-	out := make([]Result, len(ps))
+	out := make([]EnqueueResult, len(ps))
 	for i, p := range ps {
 		out[i].ID = p.id
 		if codes[i] == 0 {
@@ -248,14 +257,14 @@ func (q *Queue) canSendPlain(ps []prepared) bool {
 // What counts is the RPUSH: when its reply arrived the message is stored and
 // the enqueue succeeded, whatever the ZADD did; a wake-up lost that way (or
 // with a connection cut between the two) is re-armed by the lease sweep.
-func (q *Queue) sendPlain(ctx context.Context, ps []prepared) ([]Result, error) {
+func (q *Queue) sendPlain(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
 	m := ps[0]
 	var length int64 // the lane's length after the RPUSH; 0 until its reply arrives
 	var act radix.Action = radix.Cmd(&length, "RPUSH", q.k.lanes[m.lane], string(m.env))
 	if q.cfg.Mode == AtLeastOnce {
 		p := radix.NewPipeline()
 		p.Append(act)
-		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
+		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
 		act = p
 	}
 	err := q.write(ctx, act)
@@ -263,7 +272,7 @@ func (q *Queue) sendPlain(ctx context.Context, ps []prepared) ([]Result, error) 
 	if !stored {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
 	}
-	res := []Result{{ID: m.id}}
+	res := []EnqueueResult{{ID: m.id}}
 	switch {
 	case err == nil:
 		return res, nil

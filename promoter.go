@@ -116,7 +116,7 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 				// promoter wakes for nothing.
 				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
 				pl := radix.NewPipeline()
-				pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, "1"))
+				pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
 				pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
 				_ = q.do(rearm, pl)
 				cancel()

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // A promotion that fails (here: the delayed store has the wrong type, as a
@@ -48,4 +50,30 @@ func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
 	require.Equal(t, "d1", m.ID)
 	require.NoError(t, m.Ack(ctx))
 	t.Logf("delivered %v after the fault cleared (%d background errors)", time.Since(healed).Round(time.Millisecond), errs.Load())
+}
+
+// The promoter sleeps until the earliest due time; a message scheduled
+// earlier than that must wake it, not wait for the old timer.
+func TestPromoterWokenByEarlierMessage(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := ctxT(t, 30*time.Second)
+			q := openQueue(t, c, Config{Mode: m.mode})
+			_, err := q.Enqueue(ctx, []byte("late"), Delay(20*time.Second))
+			require.NoError(t, err)
+			// PromoteWait is long, so only the sched marker can wake it early.
+			cons := newConsumer(t, q, ConsumerConfig{PromoteWait: 30 * time.Second})
+			time.Sleep(200 * time.Millisecond) // the promoter is now asleep until +20s
+			start := time.Now()
+			id, err := q.Enqueue(ctx, []byte("early"), Delay(300*time.Millisecond))
+			require.NoError(t, err)
+			msg, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, id, msg.ID)
+			took := time.Since(start)
+			assert.GreaterOrEqual(t, took, 300*time.Millisecond)
+			assert.Less(t, took, 2*time.Second)
+		})
+	}
 }

@@ -55,23 +55,30 @@ const storageFormat = "2"
 
 // Config configures a queue. The zero value of every field selects its default.
 type Config struct {
-	// Layout is Levels(n) or Range(lo, hi, segments). Defaults to Levels(3).
-	// Fixed at creation: opening an existing queue with another layout fails.
+	// Layout is Levels(n) or Range(lo, hi, segments). Defaults to
+	// Levels(DefaultLevels). Fixed at creation: opening an existing queue
+	// with another layout fails with ErrConfigMismatch.
 	Layout Layout
+
 	// Mode is the delivery mode. Defaults to AtLeastOnce. Fixed at creation.
 	Mode Mode
+
 	// MaxPayload is the largest payload Enqueue accepts, in bytes. Defaults to
-	// 512 KiB. Not stored: each producer enforces its own.
+	// DefaultMaxPayload. Not stored: each producer enforces its own.
 	MaxPayload int
+
 	// MaxAttempts is how many deliveries an AtLeastOnce message gets before it
-	// goes to the dead-letter list. Defaults to 10.
+	// goes to the dead-letter list. Defaults to DefaultMaxAttempts.
 	MaxAttempts int
+
 	// Backoff gives the delay before the next attempt after a failed one.
-	// Defaults to ExponentialBackoff(time.Second, time.Hour).
+	// Defaults to ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
 	Backoff BackoffFunc
+
 	// PromoteBatch is how many due delayed messages one promotion moves, at
-	// most MaxBatch. Defaults to 256.
+	// most MaxBatch. Defaults to DefaultPromoteBatch.
 	PromoteBatch int
+
 	// CallTimeout is the deadline of a Redis call whose context has none,
 	// background calls included. Defaults to DefaultCallTimeout.
 	CallTimeout time.Duration
@@ -96,10 +103,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultWaitTimeout is how long a write waits for its replicas with
-// Config.WaitReplicas, unless Config.WaitTimeout says otherwise.
-const DefaultWaitTimeout = time.Second
-
 // MaxBatch is the most messages one call moves: EnqueueBatch refuses more,
 // ReceiveBatch, Peek and a promotion take at most this many. Redis runs a
 // script alone, so a batch is a pause for every other client (about 10 ms for
@@ -109,16 +112,16 @@ const MaxBatch = 10000
 func (c Config) withDefaults() Config {
 	c.Layout = c.Layout.withDefaults()
 	if c.MaxPayload <= 0 {
-		c.MaxPayload = 512 << 10
+		c.MaxPayload = DefaultMaxPayload
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 10
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.Backoff == nil {
-		c.Backoff = ExponentialBackoff(time.Second, time.Hour)
+		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
 	}
 	if c.PromoteBatch <= 0 {
-		c.PromoteBatch = 256
+		c.PromoteBatch = DefaultPromoteBatch
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
@@ -257,18 +260,18 @@ func (q *Queue) Layout() Layout { return q.cfg.Layout }
 
 func (q *Queue) kind() string {
 	if q.cfg.Layout.kind == kindRange {
-		return "2"
+		return argKindRange
 	}
-	return "1"
+	return argKindLevels
 }
 
 func (q *Queue) isRange() bool { return q.cfg.Layout.kind == kindRange }
 
 func (q *Queue) armFlag() string {
 	if q.cfg.Mode == AtLeastOnce {
-		return "1"
+		return argYes
 	}
-	return "0"
+	return argNo
 }
 
 // Stats is a snapshot of a queue, read in one round trip (not atomically:
@@ -353,15 +356,16 @@ func serverMs(t []string) int64 {
 // list, seq‖envelope in a segment.
 func (q *Queue) decodeLaneEntry(b []byte) (envelope, error) {
 	if q.isRange() {
-		if len(b) < 8 {
+		if len(b) < seqLen {
 			return envelope{}, fmt.Errorf("%w: segment member of %d bytes", ErrCorrupt, len(b))
 		}
-		b = b[8:]
+		b = b[seqLen:]
 	}
 	return decodeEnvelope(b)
 }
 
-// Len is the number of waiting messages: ready plus delayed.
+// Len is the number of waiting messages: ready plus delayed, read as Stats
+// reads them. Cancelling ctx abandons the read.
 func (q *Queue) Len(ctx context.Context) (int64, error) {
 	st, err := q.Stats(ctx)
 	if err != nil {
@@ -370,10 +374,10 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 	return st.Ready + st.Delayed, nil
 }
 
-// Peek returns up to n ready messages (at most MaxBatch) in the order
+// Peek describes up to n ready messages (at most MaxBatch) in the order
 // consumers would get them, taking nothing. One round trip; cost O(lanes + n).
-// The messages cannot be acknowledged. Cancelling ctx abandons the read.
-func (q *Queue) Peek(ctx context.Context, n int) ([]*Message, error) {
+// Cancelling ctx abandons the read.
+func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
 	}
@@ -381,13 +385,13 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]*Message, error) {
 	if err := q.do(ctx, peekScript.Cmd(&raw, q.k.highFirst, strconv.Itoa(min(n, MaxBatch)), q.kind())); err != nil {
 		return nil, fmt.Errorf("prioq: peek %q: %w", q.name, err)
 	}
-	out := make([]*Message, 0, len(raw))
+	out := make([]MessageInfo, 0, len(raw))
 	for _, b := range raw {
 		e, err := q.decodeLaneEntry(b)
 		if err != nil {
 			return out, fmt.Errorf("prioq: peek %q: %w", q.name, err)
 		}
-		out = append(out, newMessage(e))
+		out = append(out, newInfo(e))
 	}
 	return out, nil
 }

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 func TestOpenConfigMismatch(t *testing.T) {
@@ -76,89 +77,6 @@ func TestOpenBadInput(t *testing.T) {
 	}
 }
 
-func TestEnqueueBadInputWritesNothing(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	for _, l := range someLayouts {
-		t.Run(l.name, func(t *testing.T) {
-			q := openQueue(t, c, Config{Layout: l.layout, MaxPayload: 16})
-			bad := []struct {
-				name    string
-				payload []byte
-				opts    []Option
-				wantErr error
-			}{
-				{"priority above", []byte("x"), []Option{Priority(1001)}, ErrInvalidPriority},
-				{"priority below", []byte("x"), []Option{Priority(-1001)}, ErrInvalidPriority},
-				{"empty payload", nil, nil, ErrEmptyPayload},
-				{"oversized payload", make([]byte, 17), nil, ErrPayloadTooLarge},
-				{"empty id", []byte("x"), []Option{ID("")}, ErrInvalidID},
-				{"id with space", []byte("x"), []Option{ID("a b")}, ErrInvalidID},
-				{"long id", []byte("x"), []Option{ID(string(bytes.Repeat([]byte("i"), 129)))}, ErrInvalidID},
-				{"negative delay", []byte("x"), []Option{Delay(-time.Second)}, ErrInvalidOption},
-			}
-			if l.layout.kind == kindLevels {
-				bad[0].opts, bad[1].opts = []Option{Priority(5)}, []Option{Priority(-1)}
-			}
-			for _, b := range bad {
-				_, err := q.Enqueue(ctx, b.payload, b.opts...)
-				assert.ErrorIs(t, err, b.wantErr, b.name)
-			}
-			// A batch with one bad item stores none of the good ones.
-			_, err := q.EnqueueBatch(ctx, []Item{{Payload: []byte("good")}, {Payload: nil}, {Payload: []byte("good")}})
-			assert.ErrorIs(t, err, ErrEmptyPayload)
-			assert.Empty(t, existingKeys(t, q))
-		})
-	}
-}
-
-func TestDuplicateID(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 20*time.Second)
-	for _, m := range bothModes {
-		for _, l := range someLayouts {
-			t.Run(m.name+"/"+l.name, func(t *testing.T) {
-				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode})
-				id, err := q.Enqueue(ctx, []byte("a"), ID("order-1"))
-				require.NoError(t, err)
-				assert.Equal(t, "order-1", id)
-				_, err = q.Enqueue(ctx, []byte("b"), ID("order-1"), Priority(3))
-				assert.ErrorIs(t, err, ErrDuplicate)
-				// Delayed duplicates are caught too, and a batch reports per item.
-				res, err := q.EnqueueBatch(ctx, []Item{
-					{Payload: []byte("c"), Options: []Option{ID("order-1"), Delay(time.Hour)}},
-					{Payload: []byte("d"), Options: []Option{ID("order-2")}},
-					{Payload: []byte("e"), Options: []Option{ID("order-2")}},
-				})
-				require.NoError(t, err)
-				assert.ErrorIs(t, res[0].Err, ErrDuplicate)
-				assert.NoError(t, res[1].Err)
-				assert.ErrorIs(t, res[2].Err, ErrDuplicate)
-				// Equal payloads without ids stay distinct messages.
-				_, err = q.Enqueue(ctx, []byte("a"))
-				require.NoError(t, err)
-				_, err = q.Enqueue(ctx, []byte("a"))
-				require.NoError(t, err)
-				n, err := q.Len(ctx)
-				require.NoError(t, err)
-				assert.EqualValues(t, 4, n)
-
-				// Once the message is done the id can be used again.
-				cons := newConsumer(t, q, ConsumerConfig{})
-				for i := 0; i < 4; i++ {
-					msg, err := cons.Receive(ctx)
-					require.NoError(t, err)
-					if m.mode == AtLeastOnce {
-						require.NoError(t, msg.Ack(ctx))
-					}
-				}
-				_, err = q.Enqueue(ctx, []byte("again"), ID("order-1"))
-				assert.NoError(t, err)
-			})
-		}
-	}
-}
-
 func TestPeekStatsCancelPurge(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 20*time.Second)
@@ -215,88 +133,6 @@ func TestPeekStatsCancelPurge(t *testing.T) {
 			})
 		}
 	}
-}
-
-func TestCancelledReceiveLosesNothing(t *testing.T) {
-	c := newClient(t)
-	for _, m := range bothModes {
-		t.Run(m.name, func(t *testing.T) {
-			q := openQueue(t, c, Config{Mode: m.mode})
-			cons, err := q.NewConsumer(ConsumerConfig{BlockTimeout: 500 * time.Millisecond})
-			require.NoError(t, err)
-			// Receive on an empty queue gives up with the context...
-			short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			start := time.Now()
-			_, err = cons.Receive(short)
-			cancel()
-			assert.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Less(t, time.Since(start), 400*time.Millisecond, "Receive must return promptly on ctx done")
-			// ...while its fetch may still be running; a message arriving now is
-			// held for the next Receive or put back by Close, never dropped.
-			ctx := ctxT(t, 10*time.Second)
-			id, err := q.Enqueue(ctx, []byte("x"))
-			require.NoError(t, err)
-			time.Sleep(100 * time.Millisecond)
-			require.NoError(t, cons.Close(ctx))
-			_, err = cons.Receive(ctx)
-			assert.ErrorIs(t, err, ErrClosed)
-
-			cons2 := newConsumer(t, q, ConsumerConfig{})
-			msg, err := cons2.Receive(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, id, msg.ID)
-			if m.mode == AtLeastOnce {
-				assert.Equal(t, 1, msg.Attempts, "a message given back on Close does not count an attempt")
-				require.NoError(t, msg.Ack(ctx))
-			}
-		})
-	}
-}
-
-func TestAckOnAtMostOnceMessage(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	q := openQueue(t, c, Config{Mode: AtMostOnce})
-	_, err := q.Enqueue(ctx, []byte("x"))
-	require.NoError(t, err)
-	cons := newConsumer(t, q, ConsumerConfig{})
-	msg, err := cons.Receive(ctx)
-	require.NoError(t, err)
-	assert.ErrorIs(t, msg.Ack(ctx), ErrWrongMode)
-	assert.ErrorIs(t, q.Pause(ctx), ErrWrongMode)
-	assert.True(t, errors.Is(msg.Extend(ctx, time.Second), ErrWrongMode))
-}
-
-// Close with a ctx that ends before the AtMostOnce pop in progress: Close
-// returns at once, and a message the pop takes afterwards is given back to
-// its lane, not stranded.
-func TestCloseBeforeAtMostOncePopEndsLosesNothing(t *testing.T) {
-	c := newClient(t)
-	q := openQueue(t, c, Config{Mode: AtMostOnce})
-	cons, err := q.NewConsumer(ConsumerConfig{BlockTimeout: 2 * time.Second, NoPromoter: true})
-	require.NoError(t, err)
-	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = cons.Receive(short) // starts a pop that blocks for up to 2 s
-	cancel()
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	closeCtx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	start := time.Now()
-	err = cons.Close(closeCtx)
-	cancel()
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), time.Second)
-	ctx := ctxT(t, 10*time.Second)
-	id, err := q.Enqueue(ctx, []byte("arrives while the old pop still waits"))
-	require.NoError(t, err)
-	// The old pop takes it and, the consumer being closed, puts it back.
-	require.Eventually(t, func() bool {
-		st, err := q.Stats(ctx)
-		return err == nil && st.Ready == 1
-	}, 5*time.Second, 10*time.Millisecond)
-	cons2 := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-	m, err := cons2.Receive(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, id, m.ID)
 }
 
 // Open refuses a server that may evict any key (allkeys-*): it deletes whole
@@ -362,4 +198,173 @@ func TestMetaKeyComesBack(t *testing.T) {
 			assert.ErrorIs(t, err, ErrConfigMismatch)
 		})
 	}
+}
+
+func TestPurgeKeepsIDsOfLiveMessages(t *testing.T) {
+	c := newClient(t)
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			_, err := q.Enqueue(ctx, []byte("in flight"), ID("flying"))
+			require.NoError(t, err)
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			flying, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte("dead"), ID("dead-1"))
+			require.NoError(t, err)
+			m, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			require.NoError(t, q.failToken(ctx, m.token, 0, "no", "dead"))
+			_, err = q.Enqueue(ctx, []byte("ready"), ID("ready-1"))
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte("later"), ID("later-1"), Delay(time.Hour))
+			require.NoError(t, err)
+
+			n, err := q.Purge(ctx)
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, n)
+			for _, id := range []string{"flying", "dead-1"} {
+				_, err := q.Enqueue(ctx, []byte("copy"), ID(id))
+				assert.ErrorIs(t, err, ErrDuplicate, "%s is still alive", id)
+			}
+			for _, id := range []string{"ready-1", "later-1"} {
+				_, err := q.Enqueue(ctx, []byte("again"), ID(id))
+				assert.NoError(t, err, "%s was purged", id)
+			}
+			require.NoError(t, flying.Ack(ctx))
+		})
+	}
+}
+
+func TestOpenNilClient(t *testing.T) {
+	assert.NotPanics(t, func() {
+		_, err := Open(context.Background(), nil, "q", Config{})
+		assert.ErrorIs(t, err, ErrInvalidOption)
+	})
+}
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"orders:eu-1", true},
+		{"!~", true},
+		{strings.Repeat("x", 100), true},
+		{"", false},
+		{strings.Repeat("x", 101), false},
+		{"a{b", false}, // braces would change the cluster hash tag
+		{"a}b", false},
+		{"a b", false},
+		{"a\tb", false},
+		{"a\x7fb", false},
+		{"é", false},
+	} {
+		err := validateName(tc.name)
+		if tc.ok {
+			assert.NoError(t, err, "%q", tc.name)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidName, "%q", tc.name)
+		}
+	}
+}
+
+// Mode.String is stored in the meta key, like Layout.String.
+func TestModeString(t *testing.T) {
+	assert.Equal(t, "at-least-once", AtLeastOnce.String())
+	assert.Equal(t, "at-most-once", AtMostOnce.String())
+	assert.Equal(t, "mode(9)", Mode(9).String())
+	assert.Equal(t, AtLeastOnce, Config{}.Mode, "the zero Mode is AtLeastOnce")
+}
+
+func TestConfigWithDefaults(t *testing.T) {
+	c := Config{}.withDefaults()
+	assert.Equal(t, Levels(3), c.Layout)
+	assert.Equal(t, 512<<10, c.MaxPayload)
+	assert.Equal(t, 10, c.MaxAttempts)
+	assert.Equal(t, 256, c.PromoteBatch)
+	assert.Equal(t, 10*time.Second, c.CallTimeout)
+	assert.Equal(t, time.Second, c.WaitTimeout)
+	assert.Zero(t, c.WaitReplicas)
+	assert.NotZero(t, c.Logger)
+	require.NotZero(t, c.Backoff)
+	d := c.Backoff(1) // ExponentialBackoff(1s, 1h)
+	assert.GreaterOrEqual(t, d, 500*time.Millisecond)
+	assert.Less(t, d, time.Second)
+
+	neg := Config{MaxPayload: -1, MaxAttempts: -1, PromoteBatch: -1, CallTimeout: -1, WaitTimeout: -1}.withDefaults()
+	assert.Equal(t, c.MaxPayload, neg.MaxPayload)
+	assert.Equal(t, c.MaxAttempts, neg.MaxAttempts)
+	assert.Equal(t, c.PromoteBatch, neg.PromoteBatch)
+	assert.Equal(t, c.CallTimeout, neg.CallTimeout)
+	assert.Equal(t, c.WaitTimeout, neg.WaitTimeout)
+
+	set := Config{Layout: Range(0, 9, 2), MaxPayload: 5, MaxAttempts: 2, PromoteBatch: 7,
+		CallTimeout: time.Minute, WaitTimeout: 3 * time.Second}.withDefaults()
+	assert.Equal(t, Range(0, 9, 2), set.Layout)
+	assert.Equal(t, 5, set.MaxPayload)
+	assert.Equal(t, 2, set.MaxAttempts)
+	assert.Equal(t, 7, set.PromoteBatch)
+	assert.Equal(t, time.Minute, set.CallTimeout)
+	assert.Equal(t, 3*time.Second, set.WaitTimeout)
+}
+
+func TestOpenBadInputWithoutRedis(t *testing.T) {
+	ctx := context.Background()
+	// Each of these is refused before the first Redis call.
+	c := clientFunc(func(context.Context, radix.Action) error {
+		t.Error("unexpected Redis call")
+		return errors.New("no Redis here")
+	})
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"", Config{}, ErrInvalidName},
+		{"q", Config{Layout: Levels(65)}, ErrInvalidLayout},
+		{"q", Config{Mode: Mode(2)}, ErrInvalidOption},
+		{"q", Config{PromoteBatch: MaxBatch + 1}, ErrInvalidOption},
+	} {
+		_, err := Open(ctx, c, tc.name, tc.cfg)
+		assert.ErrorIs(t, err, tc.want, "%q %+v", tc.name, tc.cfg)
+	}
+}
+
+// serverMs reads Redis TIME (seconds, microseconds) as unix milliseconds.
+func TestServerMs(t *testing.T) {
+	assert.Equal(t, int64(1700000000123), serverMs([]string{"1700000000", "123456"}))
+	assert.Equal(t, int64(1000), serverMs([]string{"1", "999"}), "microseconds round down")
+	assert.Equal(t, int64(1999), serverMs([]string{"1", "999999"}))
+	assert.Equal(t, int64(0), serverMs(nil))
+	assert.Equal(t, int64(0), serverMs([]string{"1700000000"}))
+	assert.Equal(t, int64(0), serverMs([]string{"x", "1"}))
+	assert.Equal(t, int64(0), serverMs([]string{"1", ""}))
+}
+
+// A level list holds envelopes; a segment holds an 8-byte sequence, then the
+// envelope.
+func TestDecodeLaneEntry(t *testing.T) {
+	env := (&envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).encode()
+	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
+	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
+
+	e, err := levels.decodeLaneEntry(env)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", e.ID)
+	e, err = rng.decodeLaneEntry(append(seq, env...))
+	require.NoError(t, err)
+	assert.Equal(t, "abc", e.ID)
+	assert.Equal(t, []byte("p"), e.Payload)
+
+	_, err = levels.decodeLaneEntry(append(seq, env...))
+	assert.ErrorIs(t, err, ErrCorrupt, "a segment member in a level list")
+	_, err = rng.decodeLaneEntry(env)
+	assert.ErrorIs(t, err, ErrCorrupt, "an envelope without its sequence in a segment")
+	_, err = rng.decodeLaneEntry(seq[:7])
+	assert.ErrorIs(t, err, ErrCorrupt)
+	_, err = rng.decodeLaneEntry(nil)
+	assert.ErrorIs(t, err, ErrCorrupt)
 }

@@ -47,7 +47,7 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 	if err := q.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w", q.name, err)
 	}
-	if len(raw) == 1 && string(raw[0]) == "paused" {
+	if len(raw) == 1 && string(raw[0]) == replyPaused {
 		return nil, true, nil
 	}
 	if len(raw)%2 != 0 {
@@ -73,13 +73,13 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 // bury moves a delivery that cannot be decoded to the dead-letter list with
 // the reason. On a Redis error the lease simply expires and the sweep retries.
 func (q *Queue) bury(ctx context.Context, token string, why error) {
-	_ = q.failToken(ctx, token, 0, why.Error(), "bury")
+	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
 }
 
 func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason string, release bool) error {
-	op := "retry"
+	op := failRetry
 	if release {
-		op = "release"
+		op = failRelease
 	}
 	err := q.failToken(ctx, m.token, after, reason, op)
 	if err != nil {
@@ -105,9 +105,9 @@ func (q *Queue) failToken(ctx context.Context, token string, after time.Duration
 // MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round
 // trip. With checkMeta it also puts the queue's meta key back if it is missing.
 func (q *Queue) sweep(ctx context.Context, limit int, checkMeta ...bool) (back, dead int, more bool, err error) {
-	check := "0"
+	check := argNo
 	if len(checkMeta) > 0 && checkMeta[0] {
-		check = "1"
+		check = argYes
 	}
 	var res []int
 	err = q.do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, strconv.Itoa(limit),
@@ -125,7 +125,8 @@ func (q *Queue) sweep(ctx context.Context, limit int, checkMeta ...bool) (back, 
 // after Pause returns takes nothing. Producers keep enqueueing, delayed
 // messages keep being promoted, and messages already in flight finish. One
 // round trip. AtMostOnce queues return ErrWrongMode: their consumers pop lanes
-// directly with a blocking command that cannot consult a flag.
+// directly with a blocking command that cannot consult a flag. Cancelling ctx
+// abandons the call; the queue is then paused or not.
 func (q *Queue) Pause(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: pause %q: %w", q.name, ErrWrongMode)
@@ -139,6 +140,7 @@ func (q *Queue) Pause(ctx context.Context) error {
 // Resume undoes Pause and wakes an idle consumer. One round trip. It succeeds
 // once the pause is lifted, even if the wake-up could not be set (at
 // maxmemory): the lease sweep then wakes a consumer within SweepInterval.
+// Cancelling ctx abandons the call; the queue is then resumed or not.
 func (q *Queue) Resume(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, ErrWrongMode)
@@ -146,27 +148,31 @@ func (q *Queue) Resume(ctx context.Context) error {
 	deleted := int64(-1) // DEL's reply; -1 until it arrives
 	p := radix.NewPipeline()
 	p.Append(radix.Cmd(&deleted, "DEL", q.k.paused))
-	p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", "w"))
+	p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
 	if err := q.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, err)
 	}
 	return nil
 }
 
-// DeadLetter is one message in the dead-letter list.
+// DeadLetter describes one message in the dead-letter list.
 type DeadLetter struct {
-	*Message
+	MessageInfo
+
 	// Reason is the last error: the handler's error, "lease expired", or why
 	// the stored envelope did not decode.
 	Reason string
+
 	// DiedAt is when it was moved to the dead-letter list.
 	DiedAt time.Time
-	// Raw is the stored envelope, set only when it did not decode.
+
+	// Raw is the stored envelope, set only when it did not decode (then only
+	// ID, read from Raw when possible, is set in MessageInfo).
 	Raw []byte
 }
 
-// DeadLetters lists up to n dead-letter records from offset start, oldest first.
-// One round trip.
+// DeadLetters describes up to n dead-letter records from offset start,
+// oldest first. One round trip. Cancelling ctx abandons the read.
 func (q *Queue) DeadLetters(ctx context.Context, start, n int) ([]DeadLetter, error) {
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: DeadLetters(%d, %d)", ErrInvalidOption, start, n)
@@ -202,16 +208,16 @@ func parseDead(r []byte) (DeadLetter, error) {
 	raw := []byte(parts[4][rlen:])
 	e, err := decodeEnvelope(raw)
 	if err != nil {
-		d.Message = &Message{ID: envelopeID(raw)}
+		d.ID = envelopeID(raw)
 		d.Raw = raw
 		return d, nil
 	}
-	d.Message = newMessage(e)
+	d.MessageInfo = newInfo(e)
 	return d, nil
 }
 
-func (q *Queue) deadOp(ctx context.Context, op, id string) (int, error) {
-	var n int
+func (q *Queue) deadOp(ctx context.Context, op, id string) (int64, error) {
+	var n int64
 	if err := q.do(ctx, deadScript.Cmd(&n, q.k.deadKeys, op, id, q.kind(), q.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, q.name, err)
 	}
@@ -220,25 +226,29 @@ func (q *Queue) deadOp(ctx context.Context, op, id string) (int, error) {
 
 // RequeueDead puts the dead message with this id back at the tail of its lane
 // with 0 attempts, keeping its id. ErrNotFound when no dead message has it.
-// One round trip; O(dead-letter list) inside Redis.
+// One round trip; O(dead-letter list) inside Redis. Cancelling ctx abandons
+// the call; the message is then either requeued or not.
 func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	n, err := q.deadOp(ctx, "requeue", id)
+	n, err := q.deadOp(ctx, deadRequeue, id)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("prioq: requeue %q in %q: %w", id, q.name, ErrNotFound)
 	}
 	return err
 }
 
-// RequeueAllDead requeues every dead message and returns how many. One round trip.
-func (q *Queue) RequeueAllDead(ctx context.Context) (int, error) {
-	return q.deadOp(ctx, "requeue", "")
+// RequeueAllDead requeues every dead message and returns how many. One round
+// trip. Cancelling ctx abandons the call; the requeue then happened whole or
+// not at all.
+func (q *Queue) RequeueAllDead(ctx context.Context) (int64, error) {
+	return q.deadOp(ctx, deadRequeue, "")
 }
 
 // PurgeDead deletes every dead message, releasing their caller ids, and returns
-// how many. One round trip.
-func (q *Queue) PurgeDead(ctx context.Context) (int, error) {
-	return q.deadOp(ctx, "purge", "")
+// how many. One round trip. Cancelling ctx abandons the call; the purge then
+// happened whole or not at all.
+func (q *Queue) PurgeDead(ctx context.Context) (int64, error) {
+	return q.deadOp(ctx, deadPurge, "")
 }

@@ -1,21 +1,24 @@
 package prioq
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 func TestLeaseExpiryRedeliversAndFencesStaleAcks(t *testing.T) {
@@ -127,7 +130,7 @@ func TestRetriesEndInDeadLetters(t *testing.T) {
 			}, 5*time.Second, 10*time.Millisecond)
 			n, err := q.PurgeDead(ctx)
 			require.NoError(t, err)
-			assert.Equal(t, 1, n)
+			assert.Equal(t, int64(1), n)
 			_, err = q.Enqueue(ctx, []byte("new life"), ID("job-7"))
 			assert.NoError(t, err, "purging a dead message releases its id")
 		})
@@ -207,101 +210,6 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 	}
 }
 
-func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 20*time.Second)
-	q := openQueue(t, c, Config{Backoff: func(int) time.Duration { return time.Millisecond }})
-	_, err := q.Enqueue(ctx, []byte("x"))
-	require.NoError(t, err)
-	cons := newConsumer(t, q, ConsumerConfig{})
-	acked := make(chan int, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		_ = cons.Run(runCtx, func(ctx context.Context, m *Message) error {
-			if m.Attempts == 1 {
-				panic("handler bug")
-			}
-			acked <- m.Attempts
-			return nil
-		})
-	}()
-	select {
-	case a := <-acked:
-		assert.Equal(t, 2, a)
-	case <-time.After(10 * time.Second):
-		t.Fatal("message not retried after a panic")
-	}
-}
-
-func TestWeightedOrderDoesNotStarve(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 20*time.Second)
-	q := openQueue(t, c, Config{Layout: Levels(2)})
-	items := make([]Item, 0, 800)
-	for i := 0; i < 400; i++ {
-		items = append(items, Item{Payload: []byte("lo"), Options: []Option{Priority(0)}},
-			Item{Payload: []byte("hi"), Options: []Option{Priority(1)}})
-	}
-	_, err := q.EnqueueBatch(ctx, items)
-	require.NoError(t, err)
-	_, err = q.NewConsumer(ConsumerConfig{Weights: []int{1}})
-	assert.ErrorIs(t, err, ErrInvalidOption)
-	cons := newConsumer(t, q, ConsumerConfig{Weights: []int{1, 3}})
-	low := 0
-	for i := 0; i < 200; i++ {
-		m, err := cons.Receive(ctx)
-		require.NoError(t, err)
-		if m.Priority == 0 {
-			low++
-		}
-		require.NoError(t, m.Ack(ctx))
-	}
-	// Expected 25%; strict order would give 0.
-	assert.Greater(t, low, 20)
-	assert.Less(t, low, 90)
-}
-
-func TestRunGracefulShutdownNoLeaks(t *testing.T) {
-	defer goleak.VerifyNone(t, append(leakOptions, goleak.IgnoreCurrent())...)
-	// A pool of its own, closed before the check: radix replaces connections
-	// closed by cancelled blocking calls, and those belong to the pool.
-	c, err := radix.PoolConfig{Size: 8}.New(context.Background(), "tcp", testAddr)
-	require.NoError(t, err)
-	defer c.Close()
-	for _, m := range bothModes {
-		ctx := ctxT(t, 30*time.Second)
-		q := openQueue(t, c, Config{Mode: m.mode})
-		for i := 0; i < 20; i++ {
-			_, err := q.Enqueue(ctx, []byte("x"), Delay(time.Duration(i)*10*time.Millisecond))
-			require.NoError(t, err)
-		}
-		cons, err := q.NewConsumer(ConsumerConfig{Concurrency: 4, BlockTimeout: 300 * time.Millisecond})
-		require.NoError(t, err)
-		var started, finished atomic.Int32
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() {
-			done <- cons.Run(runCtx, func(ctx context.Context, msg *Message) error {
-				started.Add(1)
-				time.Sleep(150 * time.Millisecond)
-				finished.Add(1)
-				return nil
-			})
-		}()
-		require.Eventually(t, func() bool { return started.Load() >= 4 }, 5*time.Second, 5*time.Millisecond)
-		stop()
-		require.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, started.Load(), finished.Load(), "%s: Run returned before its handlers finished", m.name)
-		require.NoError(t, cons.Close(ctx))
-		if m.mode == AtLeastOnce {
-			st, err := q.Stats(ctx)
-			require.NoError(t, err)
-			assert.Zero(t, st.InFlight, "every handler that finished was acked")
-		}
-	}
-}
-
 // --- a consumer process, SIGKILLed mid-handler ----------------------------
 
 const helperEnv = "PRIOQ_TEST_HELPER"
@@ -327,11 +235,18 @@ func runHelperProcess() int {
 		return 1
 	}
 	counts := os.Getenv("PRIOQ_TEST_COUNTS")
+	// Seeded by the parent test, which logs the seed it draws these from.
+	seed, _ := strconv.ParseUint(os.Getenv("PRIOQ_TEST_SEED"), 10, 64)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var rngMu sync.Mutex
 	_ = cons.Run(ctx, func(ctx context.Context, m *Message) error {
 		if err := cl.Do(ctx, radix.Cmd(nil, "HINCRBY", counts, m.ID, "1")); err != nil {
 			return err
 		}
-		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+		rngMu.Lock()
+		pause := time.Duration(rng.IntN(3)) * time.Millisecond
+		rngMu.Unlock()
+		time.Sleep(pause)
 		return nil
 	})
 	return 0
@@ -350,9 +265,9 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 
 	sent := make([]string, 0, total)
 	for len(sent) < total {
-		items := make([]Item, 500)
+		items := make([]EnqueueItem, 500)
 		for i := range items {
-			items[i] = Item{Payload: []byte("work"), Options: []Option{Priority(int64(i % 3))}}
+			items[i] = EnqueueItem{Payload: []byte("work"), Options: []Option{Priority(int64(i % 3))}}
 		}
 		res, err := q.EnqueueBatch(ctx, items)
 		require.NoError(t, err)
@@ -360,10 +275,12 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 			sent = append(sent, r.ID)
 		}
 	}
+	rng := newRand(t)
 	spawn := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), helperEnv+"=1", "PRIOQ_TEST_ADDR="+testAddr,
-			"PRIOQ_TEST_QUEUE="+q.Name(), "PRIOQ_TEST_COUNTS="+counts)
+			"PRIOQ_TEST_QUEUE="+q.Name(), "PRIOQ_TEST_COUNTS="+counts,
+			"PRIOQ_TEST_SEED="+strconv.FormatUint(rng.Uint64(), 10))
 		cmd.Stderr = os.Stderr
 		require.NoError(t, cmd.Start())
 		return cmd
@@ -376,7 +293,7 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	killed := 0
 	for killed < kills && remaining() > 0 {
 		cmd := spawn()
-		time.Sleep(time.Duration(150+rand.IntN(250)) * time.Millisecond)
+		time.Sleep(time.Duration(150+rng.IntN(250)) * time.Millisecond)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 		killed++
@@ -409,52 +326,120 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	assert.LessOrEqual(t, dup, kills*(16+maxAckBatch))
 }
 
-// Under Run the handler's ctx ends with the lease, and Extend moves that end.
-func TestHandlerContextFollowsTheLease(t *testing.T) {
+// Expired leases come back ahead of newer messages and in the order they were
+// taken, also when a sweep needs several calls and when one take leased more
+// than nine messages (lease tokens of one take sort in take order).
+func TestExpiredLeasesComeBackInOrder(t *testing.T) {
 	c := newClient(t)
-	ctx := ctxT(t, 20*time.Second)
-	q := openQueue(t, c, Config{})
-	extended, err := q.Enqueue(ctx, []byte("extends"), Priority(2))
-	require.NoError(t, err)
-	_, err = q.Enqueue(ctx, []byte("does not"), Priority(1))
-	require.NoError(t, err)
-	cons := newConsumer(t, q, ConsumerConfig{Lease: 400 * time.Millisecond, SweepInterval: time.Hour})
-	type outcome struct {
-		id        string
-		aliveLate bool  // ctx still alive 700 ms in
-		cause     error // why it ended, if it did
-	}
-	got := make(chan outcome, 2)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		_ = cons.Run(runCtx, func(hctx context.Context, m *Message) error {
-			if m.ID == extended {
-				if err := m.Extend(hctx, 2*time.Second); err != nil {
-					return err
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			var want []string
+			for i := 0; i < 25; i++ {
+				id, err := q.Enqueue(ctx, []byte("x"), Priority(1))
+				require.NoError(t, err)
+				want = append(want, id)
+			}
+			first, _, err := q.take(ctx, q.k.highFirst, 12, time.Millisecond)
+			require.NoError(t, err)
+			second, _, err := q.take(ctx, q.k.highFirst, 12, 20*time.Millisecond)
+			require.NoError(t, err)
+			require.Len(t, append(first, second...), 24)
+			newer, err := q.Enqueue(ctx, []byte("newer"), Priority(1))
+			require.NoError(t, err)
+			time.Sleep(50 * time.Millisecond)
+			for {
+				_, _, more, err := q.sweep(ctx, 5) // five at a time: several calls
+				require.NoError(t, err)
+				if !more {
+					break
 				}
 			}
-			select {
-			case <-hctx.Done():
-				got <- outcome{m.ID, false, context.Cause(hctx)}
-				return hctx.Err()
-			case <-time.After(700 * time.Millisecond):
-				got <- outcome{m.ID, true, nil}
-				return nil
+			peek, err := q.Peek(ctx, 100)
+			require.NoError(t, err)
+			var got []string
+			for _, m := range peek {
+				got = append(got, m.ID)
 			}
+			assert.Equal(t, append(want, newer), got)
 		})
-	}()
-	for i := 0; i < 2; i++ {
-		select {
-		case o := <-got:
-			if o.id == extended {
-				assert.True(t, o.aliveLate, "Extend must move the handler's deadline")
-			} else {
-				assert.False(t, o.aliveLate, "the handler ctx must end with the lease")
-				assert.ErrorIs(t, o.cause, ErrLeaseExpired)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("handler did not finish")
-		}
+	}
+}
+
+// leaseMs rounds up to the millisecond: a lease or delay is never shorter
+// than asked.
+func TestLeaseMs(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0},
+		{0, 0},
+		{time.Nanosecond, 1},
+		{time.Millisecond - time.Nanosecond, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + time.Nanosecond, 2},
+		{1500 * time.Millisecond, 1500},
+		{time.Hour, 3600000},
+	} {
+		assert.Equal(t, tc.want, leaseMs(tc.d), tc.d.String())
+	}
+	assert.Equal(t, "-42", fmtInt(-42))
+}
+
+func TestLeasePrefix(t *testing.T) {
+	a, b := leasePrefix(), leasePrefix()
+	require.Len(t, a, 20)
+	assert.Equal(t, "", strings.Trim(a, "0123456789abcdef"), a)
+	assert.NotEqual(t, a, b)
+}
+
+// A dead-letter record is "lane|score|diedMs|reasonLen|reason" and the
+// envelope; the reason may hold '|'.
+func TestParseDead(t *testing.T) {
+	env := (&envelope{ID: "job-7", CallerID: true, Priority: 2, EnqueuedMs: 1700000000000, Attempts: 3, Payload: []byte("doomed")}).encode()
+	rec := func(header string, raw []byte) []byte { return append([]byte(header), raw...) }
+
+	d, err := parseDead(rec("2|-2|1700000000500|9|boom|bang", env))
+	require.NoError(t, err)
+	assert.Equal(t, "boom|bang", d.Reason)
+	assert.Equal(t, int64(1700000000500), d.DiedAt.UnixMilli())
+	assert.Equal(t, "job-7", d.ID)
+	assert.Equal(t, int64(2), d.Priority)
+	assert.Equal(t, 3, d.Attempts)
+	assert.Equal(t, []byte("doomed"), d.Payload)
+	assert.Equal(t, int64(1700000000000), d.EnqueuedAt.UnixMilli())
+	assert.Zero(t, d.Raw, "Raw is set only for an envelope that does not decode")
+
+	d, err = parseDead(rec("0|0|1000|0|", env))
+	require.NoError(t, err)
+	assert.Equal(t, "", d.Reason)
+	assert.Equal(t, "job-7", d.ID)
+
+	// An envelope that does not decode: kept raw, with its id when readable.
+	bad := bytes.Clone(env)
+	bad[0] = 99
+	d, err = parseDead(rec("0|0|1000|7|corrupt", bad))
+	require.NoError(t, err)
+	assert.Equal(t, "corrupt", d.Reason)
+	assert.Equal(t, bad, d.Raw)
+	assert.Equal(t, "job-7", d.ID)
+	assert.Zero(t, d.Payload)
+	d, err = parseDead(rec("0|0|1000|2|no", []byte("garbage!")))
+	require.NoError(t, err)
+	assert.Equal(t, []byte("garbage!"), d.Raw)
+	assert.Equal(t, "", d.ID)
+
+	for _, r := range []string{
+		"",
+		"0|0|1000|2",     // four fields
+		"0|0|later|2|no", // died is not a number
+		"0|0|1000|x|no",  // reason length is not a number
+		"0|0|1000|-1|no", // negative reason length
+		"0|0|1000|3|no",  // reason longer than the rest
+	} {
+		_, err := parseDead([]byte(r))
+		assert.ErrorIs(t, err, ErrCorrupt, "%q", r)
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 func infoValue(t *testing.T, c radix.Client, section, field string) string {

@@ -125,7 +125,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ac
 	case err == nil:
 		err = acker.ack(fctx, m)
 	case errors.Is(err, ErrSkipRetry):
-		err = c.q.failToken(fctx, m.token, 0, err.Error(), "dead")
+		err = c.q.failToken(fctx, m.token, 0, err.Error(), failDead)
 	default:
 		err = m.Retry(fctx, 0, err.Error())
 	}

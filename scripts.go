@@ -7,8 +7,8 @@ import (
 )
 
 // Each script is embedded into its own variable, so a missing file fails the
-// build, and sent with lua/lib.lua (shared constants and helpers) in front of
-// it. radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by
+// build, and sent with the protocol's constants (protocol.go) and lua/lib.lua
+// (shared helpers) in front of it. radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by
 // the KEYS it is given, which is what makes the scripts work on Redis Cluster.
 //
 // Every script follows one rule (see lib.lua): it cannot fail after its first
@@ -17,7 +17,11 @@ import (
 //go:embed lua/lib.lua
 var libSrc string
 
-func newScript(src string) radix.EvalScript { return radix.NewEvalScript(libSrc + src) }
+// prelude is what every script starts with: the protocol's constants, then
+// lib.lua.
+var prelude = luaConstants() + libSrc
+
+func newScript(src string) radix.EvalScript { return radix.NewEvalScript(prelude + src) }
 
 var (
 	//go:embed lua/open.lua

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
 )
 
 // Redis does not roll a script back: one that fails after its first write
@@ -110,15 +111,15 @@ type scriptOp struct {
 
 func scriptOps(q *Queue) []scriptOp {
 	batch := func(ctx context.Context, f *fixture, opts ...Option) error {
-		items := []Item{}
+		items := []EnqueueItem{}
 		for lane := 0; lane < f.q.cfg.Layout.lanes(); lane++ {
 			p := int64(lane)
 			if f.q.isRange() {
 				p = f.q.cfg.Layout.lo + int64(lane)*(f.q.cfg.Layout.hi-f.q.cfg.Layout.lo)/int64(f.q.cfg.Layout.lanes())
 			}
 			items = append(items,
-				Item{Payload: []byte("b"), Options: append([]Option{Priority(p)}, opts...)},
-				Item{Payload: []byte("b"), Options: append([]Option{Priority(p), ID(fmt.Sprintf("b-%d", lane))}, opts...)})
+				EnqueueItem{Payload: []byte("b"), Options: append([]Option{Priority(p)}, opts...)},
+				EnqueueItem{Payload: []byte("b"), Options: append([]Option{Priority(p), ID(fmt.Sprintf("b-%d", lane))}, opts...)})
 		}
 		_, err := f.q.EnqueueBatch(ctx, items)
 		return err
@@ -268,7 +269,7 @@ func TestWrongTypedLaneFailsBatchAndReleasesNothing(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
 	corrupt(t, q, q.k.lanes[1])
-	_, err := q.EnqueueBatch(ctx, []Item{{Payload: []byte("a"), Options: []Option{Priority(0)}},
+	_, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("a"), Options: []Option{Priority(0)}},
 		{Payload: []byte("b"), Options: []Option{Priority(1)}}})
 	require.Error(t, err)
 	var n int
@@ -329,7 +330,7 @@ func TestBuriedRangeEntryReleasesItsIDOnPurge(t *testing.T) {
 	assert.Equal(t, "will-rot", dead[0].ID)
 	n, err := q.PurgeDead(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(1), n)
 	_, err = q.Enqueue(ctx, []byte("x"), ID("will-rot"))
 	assert.NoError(t, err, "purging the dead letters released the id")
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// runAsynq builds and runs bench/asynqpeer (its own Go module, so asynq and
-// go-redis stay out of prioq's go.mod) against the same Redis, and reads back
-// the same measurements as JSON.
+// runAsynq builds and runs bench/asynqpeer (a command of the bench module,
+// so asynq and go-redis stay out of prioq's go.mod, run as a process of its
+// own so that its goroutines and garbage do not share the measuring
+// process) against the same Redis, and reads back the same measurements as
+// JSON.
 func runAsynq(ctx context.Context, addr string, p params) *sysResult {
 	r := &sysResult{Name: "asynq (peer)", Reliable: true, Priorities: true}
 	dir, err := peerDir()
@@ -32,7 +34,7 @@ func runAsynq(ctx context.Context, addr string, p params) *sysResult {
 		r.Errors = append(r.Errors, fmt.Sprintf("asynq peer: %v", err))
 		return r
 	}
-	// The peer (another module) restates the JSON field names of sysResult;
+	// The peer (another program) restates the JSON field names of sysResult;
 	// a name that drifted would decode as nothing, so check the key result.
 	if err := json.Unmarshal(out, r); err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("asynq peer output: %v", err))
@@ -46,13 +48,13 @@ func runAsynq(ctx context.Context, addr string, p params) *sysResult {
 // peerDir finds bench/asynqpeer from the working directory or this file.
 func peerDir() (string, error) {
 	for _, d := range []string{"bench/asynqpeer", "asynqpeer"} {
-		if st, err := os.Stat(filepath.Join(d, "go.mod")); err == nil && !st.IsDir() {
+		if st, err := os.Stat(filepath.Join(d, "main.go")); err == nil && !st.IsDir() {
 			return filepath.Abs(d)
 		}
 	}
 	if _, file, _, ok := runtime.Caller(0); ok {
 		d := filepath.Join(filepath.Dir(file), "asynqpeer")
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(d, "main.go")); err == nil {
 			return d, nil
 		}
 	}

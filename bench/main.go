@@ -2,8 +2,9 @@
 // (hibiken/asynq, run from its own module in bench/asynqpeer) and the raw
 // Redis ceilings, side by side on one Redis in one run, and reports ratios.
 //
-//	go run ./bench          # full run, under 15 minutes
-//	go run ./bench -quick   # under a minute, fewer and smaller points, no asynq
+//	go run ./bench          # about a minute, with asynq, ends with the comparison
+//	go run ./bench -full    # every point and size, about 15 minutes
+//	go run ./bench -quick   # a smoke run, about 40 s, no asynq
 //
 // It finds Redis like the tests do: PRIOQ_REDIS_ADDR, else redis-server on
 // PATH on a free port, else Docker. Results go to stdout (Markdown) and to
@@ -25,12 +26,12 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
-	"github.com/prioq/prioq/internal/redisdocker"
 	"github.com/prioq/prioq/internal/redisfind"
 )
 
 type params struct {
-	Quick          bool    `json:"quick"`
+	Profile        string  `json:"profile,omitempty"` // quick, standard or full
+	Quick          bool    `json:"quick"`             // short warm-ups and few scale points`
 	Messages       int     `json:"messages"`
 	Producers      int     `json:"producers"`
 	Workers        int     `json:"workers"`
@@ -80,7 +81,9 @@ type report struct {
 }
 
 func main() {
-	quick := flag.Bool("quick", false, "small, fast run (under a minute)")
+	quick := flag.Bool("quick", false, "smoke run: about 40 s, smallest sizes, no asynq")
+	full := flag.Bool("full", false, "full run: every point and size, about 15 minutes")
+	seeds := flag.Bool("seeds", false, "also measure the five seed designs (always in -quick and -full)")
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
 	only := flag.String("only", "", "run only systems whose name contains this")
@@ -103,13 +106,24 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
-	p := params{Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
-		PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000}
-	if *quick {
-		p = params{Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
+	// The default run is about a minute: every system and asynq at sizes
+	// that keep the ratios steady, with few scale points. -full measures
+	// every point at the sizes the README's numbers come from.
+	p := params{Profile: "standard", Quick: true, Messages: 10000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 5,
+		PickupSamples: 100, DelayedSamples: 100, MemoryMessages: 10000, IdleSeconds: 2, InvMessages: 400}
+	switch {
+	case *quick && *full:
+		fatal(fmt.Errorf("-quick and -full exclude each other"))
+	case *full:
+		*seeds = true
+		p = params{Profile: "full", Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
+			PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000}
+	case *quick:
+		*seeds = true
+		p = params{Profile: "quick", Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
 			PickupSamples: 60, DelayedSamples: 60, MemoryMessages: 5000, IdleSeconds: 0.5, InvMessages: 300}
+		*noAsynq = true
 	}
-	redisfind.Docker = redisdocker.ForFind // the last resort, after PRIOQ_REDIS_ADDR and PATH
 	ctx := context.Background()
 	srv, err := redisfind.Find(ctx)
 	if err != nil {
@@ -143,11 +157,28 @@ func main() {
 		&seed004{seedBase{c: client}},
 	}
 	rep := report{Machine: m, Params: p}
+	var run []system
 	for _, s := range systems {
-		if *only != "" && !strings.Contains(s.Name(), *only) {
-			continue
+		if _, seed := s.(seedSystem); seed && !*seeds && *only == "" {
+			continue // the default run compares prioq, the raw loop and asynq
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s\n", s.Name())
+		if *only == "" || strings.Contains(s.Name(), *only) {
+			run = append(run, s)
+		}
+	}
+	withAsynq := !*noAsynq && *only == "" && !*e2eOnly
+	steps := len(run) + 1 // the scale curves
+	if withAsynq {
+		steps++
+	}
+	begun := time.Now()
+	step := 0
+	progress := func(what string) {
+		step++
+		fmt.Fprintf(os.Stderr, "bench [%d/%d, %v]: %s\n", step, steps, time.Since(begun).Round(time.Second), what)
+	}
+	for _, s := range run {
+		progress(s.Name())
 		if *e2eOnly {
 			t, err := endToEnd(ctx, client, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
 			if err != nil {
@@ -163,12 +194,12 @@ func main() {
 	if *e2eOnly {
 		return
 	}
-	if !*quick && !*noAsynq && *only == "" {
-		fmt.Fprintf(os.Stderr, "bench: asynq (building bench/asynqpeer)\n")
+	if withAsynq {
+		progress("asynq (building and running bench/asynqpeer)")
 		rep.Systems = append(rep.Systems, runAsynq(ctx, srv.Addr, p))
 	}
 	if *only == "" {
-		fmt.Fprintf(os.Stderr, "bench: scale curves\n")
+		progress("scale curves")
 		start := time.Now()
 		rep.Scale = runScale(ctx, client, p)
 		fmt.Fprintf(os.Stderr, "bench: scale curves took %v\n", time.Since(start).Round(100*time.Millisecond))

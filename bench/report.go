@@ -69,7 +69,7 @@ func budgets(r *report) []budget {
 		add("end to end, AtLeastOnce vs asynq", "≥ 3×",
 			fmt.Sprintf("%.2f× (%.0f vs %.0f msg/s)", x, rate(rel, false), rate(asq, false)), verdict(x >= 3))
 	} else {
-		add("end to end, AtLeastOnce vs asynq", "≥ 3×", "not run (quick run, or -no-asynq)", nil)
+		add("end to end, AtLeastOnce vs asynq", "≥ 3×", "not run (-quick, -no-asynq or -only)", nil)
 	}
 	if fast != nil && raw != nil && rate(raw, false) > 0 {
 		x := rate(fast, false) / rate(raw, false)
@@ -153,7 +153,11 @@ func ptrCPU(t *throughput) float64 {
 func markdown(r *report) string {
 	var b strings.Builder
 	m := r.Machine
-	fmt.Fprintf(&b, "## prioq benchmark (%s)\n\n", map[bool]string{true: "quick", false: "full"}[r.Params.Quick])
+	profile := r.Params.Profile
+	if profile == "" { // results saved before profiles had names
+		profile = map[bool]string{true: "quick", false: "full"}[r.Params.Quick]
+	}
+	fmt.Fprintf(&b, "## prioq benchmark (%s)\n\n", profile)
 	fmt.Fprintf(&b, "Redis %s (%s); %d cores; %s %s; %s. %d messages of 64 bytes per throughput run, %d producers, %d workers (batched: %d workers × %d).\n\n",
 		m.Redis, m.RedisFrom, m.Cores, m.Go, m.OS, m.Date, r.Params.Messages, r.Params.Producers, r.Params.Workers, r.Params.BatchWorkers, r.Params.Batch)
 	b.WriteString("| system | reliable | enqueue/s | take/s | end to end/s | ×raw | batched/s | cmds/msg | CPU µs/msg | pickup p50/p99 ms | late p99 ms | mem B/msg | idle cmd/s | inversions | dups |\n")
@@ -205,7 +209,40 @@ func markdown(r *report) string {
 			fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f |\n", p.Consumers, p.Prioq, p.Raw, p.Prioq/math.Max(p.Raw, 1))
 		}
 	}
+	comparison(&b, r)
 	return b.String()
+}
+
+// comparison ends the report with the figures a reader compares first: end
+// to end throughput and Redis CPU per message, as ratios to the raw list
+// loop and to asynq measured in the same run.
+func comparison(b *strings.Builder, r *report) {
+	raw, peer := find(r, "raw list loop (seed 001)"), find(r, "asynq (peer)")
+	ratio := func(s, ref *sysResult) string {
+		if ref == nil || ref.E2E == nil || ref.E2E.Rate <= 0 || s.E2E == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", s.E2E.Rate/ref.E2E.Rate)
+	}
+	b.WriteString("\n### Comparison (end to end, single calls, same run)\n\n")
+	b.WriteString("| system | reliable | priorities | msg/s | vs raw list loop | vs asynq | Redis CPU µs/msg | idle pickup p50 ms |\n|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Systems {
+		if !strings.HasPrefix(s.Name, "prioq") && s != raw && s != peer {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, yes(s.Reliable), yes(s.Priorities),
+			tput(s.E2E), ratio(s, raw), ratio(s, peer), cpu(s.E2E), p50(s.Pickup))
+	}
+	if peer == nil {
+		b.WriteString("\nasynq was not run (-quick, -no-asynq or -only).\n")
+	}
+}
+
+func p50(l *latency) string {
+	if l == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", l.P50)
 }
 
 func yes(b bool) string {

@@ -79,9 +79,9 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 	payload := makePayload(0, 0)
 	for filled := 0; filled < depth; {
 		n := min(1000, depth-filled)
-		items := make([]prioq.Item, n)
+		items := make([]prioq.EnqueueItem, n)
 		for i := range items {
-			items[i] = prioq.Item{Payload: payload, Options: []prioq.Option{prioq.Priority(prio())}}
+			items[i] = prioq.EnqueueItem{Payload: payload, Options: []prioq.Option{prioq.Priority(prio())}}
 		}
 		if _, err := q.EnqueueBatch(ctx, items); err != nil {
 			return costPoint{}, err

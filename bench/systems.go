@@ -105,9 +105,9 @@ func (s *prioqSystem) Enqueue(ctx context.Context, level int, p []byte) error {
 }
 
 func (s *prioqSystem) EnqueueBatch(ctx context.Context, lv []int, ps [][]byte) error {
-	items := make([]prioq.Item, len(ps))
+	items := make([]prioq.EnqueueItem, len(ps))
 	for i := range ps {
-		items[i] = prioq.Item{Payload: ps[i], Options: []prioq.Option{prioq.Priority(s.prio(lv[i]))}}
+		items[i] = prioq.EnqueueItem{Payload: ps[i], Options: []prioq.Option{prioq.Priority(s.prio(lv[i]))}}
 	}
 	_, err := s.q.EnqueueBatch(ctx, items)
 	return err

@@ -59,7 +59,7 @@ func TestEndToEndInDocker(t *testing.T) {
 					pwg.Add(1)
 					go func(g int) {
 						defer pwg.Done()
-						r := newRand(g)
+						r := newRand(t, g)
 						for i := 0; i < perProducer; i++ {
 							id := "go" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
 							opts := []prioq.Option{prioq.ID(id), prioq.Priority(spec.priority(r))}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
-	"github.com/prioq/prioq/internal/redisdocker"
+	"github.com/prioq/prioq/integration/internal/redisdocker"
 )
 
 // loadRun keeps a producer enqueueing (ids it got success for are "acked
@@ -261,9 +260,9 @@ func TestFaultConsumerProcessesKilled(t *testing.T) {
 	const n, kills = 50000, 10
 	sent := make(map[string]bool, n)
 	for len(sent) < n {
-		items := make([]prioq.Item, 1000)
+		items := make([]prioq.EnqueueItem, 1000)
 		for i := range items {
-			items[i] = prioq.Item{Payload: []byte("job"), Options: []prioq.Option{prioq.Priority(int64(i % 5))}}
+			items[i] = prioq.EnqueueItem{Payload: []byte("job"), Options: []prioq.Option{prioq.Priority(int64(i % 5))}}
 		}
 		res, err := q.EnqueueBatch(ctx, items)
 		require.NoError(t, err)
@@ -284,10 +283,11 @@ func TestFaultConsumerProcessesKilled(t *testing.T) {
 		require.NoError(t, err)
 		return st.Ready + st.InFlight + st.Delayed
 	}
+	rng := newRand(t, 0)
 	killed := 0
 	for killed < kills && remaining() > 0 {
-		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond)
-		i := rand.IntN(len(live))
+		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
+		i := rng.IntN(len(live))
 		victim := live[i]
 		victim.kill()
 		killed++

@@ -66,6 +66,8 @@ func runHelper(role string) int {
 		return 1
 	}
 	out := os.Stdout
+	// H_SEED is set, and logged, by startHelper.
+	seed, _ := strconv.ParseUint(os.Getenv("H_SEED"), 10, 64)
 	var mu sync.Mutex
 	emit := func(kind, id string) {
 		mu.Lock()
@@ -76,7 +78,7 @@ func runHelper(role string) int {
 	case "produce":
 		n, _ := strconv.Atoi(os.Getenv("H_N"))
 		prefix := os.Getenv("H_PREFIX")
-		r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+		r := rand.New(rand.NewPCG(seed, 3))
 		for i := 0; i < n; i++ {
 			id := prefix + strconv.Itoa(i)
 			opts := []prioq.Option{prioq.ID(id), prioq.Priority(spec.priority(r))}
@@ -98,6 +100,7 @@ func runHelper(role string) int {
 				return 1
 			}
 			wg.Add(1)
+			r := rand.New(rand.NewPCG(seed, uint64(100+w)))
 			go func() {
 				defer wg.Done()
 				for {
@@ -107,7 +110,7 @@ func runHelper(role string) int {
 						continue
 					}
 					emit("S", m.ID)
-					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+					time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
 					if spec.mode == "alo" {
 						if err := m.Ack(ctx); err == nil {
 							emit("A", m.ID)
@@ -132,9 +135,11 @@ type helperProc struct {
 
 func startHelper(t *testing.T, role, addr string, spec queueSpec, env ...string) *helperProc {
 	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("helper %s: seed %d", role, seed)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+role, "H_ADDR="+addr, "H_QUEUE="+spec.name,
-		"H_LAYOUT="+spec.layout, "H_MODE="+spec.mode)
+		"H_LAYOUT="+spec.layout, "H_MODE="+spec.mode, "H_SEED="+strconv.FormatUint(seed, 10))
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()

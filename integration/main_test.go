@@ -17,9 +17,8 @@ import (
 	"github.com/mediocregopher/radix/v4"
 	"github.com/ory/dockertest/v3"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/prioq/prioq/internal/redisdocker"
+	"github.com/prioq/prioq/integration/internal/redisdocker"
 	"github.com/prioq/prioq/internal/testkit"
 )
 
@@ -110,14 +109,6 @@ func queueName(t *testing.T) string {
 }
 
 // leakCheck verifies, when the test ends, that no goroutine it started is
-// left. Goroutines that radix's own runner starts for a pool's connections are
-// ignored; each test closes its pools before this runs.
-func leakCheck(t *testing.T) {
-	opts := []goleak.Option{goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("github.com/mediocregopher/radix/v4/internal/proc.(*Proc).Run.func1")}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			goleak.VerifyNone(t, opts...)
-		}
-	})
-}
+// left, apart from those radix's own runner starts for a pool's connections;
+// each test closes its pools before this runs.
+func leakCheck(t *testing.T) { testkit.NoLeaks(t, testkit.RadixRunner) }

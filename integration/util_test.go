@@ -2,9 +2,12 @@ package integration
 
 import (
 	"math/rand/v2"
-	"time"
+	"testing"
+
+	"github.com/prioq/prioq/internal/testkit"
 )
 
-func newRand(salt int) *rand.Rand {
-	return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(salt)))
+// newRand is a seeded generator whose seed is logged, to replay a failure.
+func newRand(t testing.TB, salt int) *rand.Rand {
+	return rand.New(rand.NewPCG(testkit.Seed(t), uint64(salt)))
 }

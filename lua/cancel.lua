@@ -27,20 +27,20 @@ if rec then
   return 1
 end
 local off = 0
-if kind == 2 then off = SEQ_LEN end
+if kind == KIND_RANGE then off = SEQ_LEN end
 for k = 4, #KEYS do
   local key = KEYS[k]
   local start = 0
   while true do
     local items
-    if kind == 1 then
+    if kind == KIND_LEVELS then
       items = redis.call('LRANGE', key, start, start + CHUNK - 1)
     else
       items = redis.call('ZRANGE', key, start, start + CHUNK - 1)
     end
     for _, e in ipairs(items) do
       if env_id(e, off) == id then
-        if kind == 1 then redis.call('LREM', key, 1, e) else redis.call('ZREM', key, e) end
+        if kind == KIND_LEVELS then redis.call('LREM', key, 1, e) else redis.call('ZREM', key, e) end
         redis.call('SREM', KEYS[1], id)
         return 1
       end

@@ -15,13 +15,13 @@
 -- stays; purging every record deletes it too.
 -- Every key is checked first; in each step the record leaves the dead list
 -- (freeing memory) before anything is written elsewhere. O(dead list).
-local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == YES
 local nlanes = #KEYS - 4
 need(KEYS[1], 'list')
 need(KEYS[2], 'set')
-if op == 'requeue' then
+if op == DEAD_REQUEUE then
   for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
-  if kind == 2 then need_seq(KEYS[3], redis.call('LLEN', KEYS[1])) end
+  if kind == KIND_RANGE then need_seq(KEYS[3], redis.call('LLEN', KEYS[1])) end
   if arm then need(KEYS[4], 'zset') end
 end
 
@@ -44,13 +44,13 @@ end
 local n, requeued = 0, 0
 local function handle(rec)
   local lane, score, id, caller, env = parse(rec)
-  if op == 'purge' then
+  if op == DEAD_PURGE then
     if caller then redis.call('SREM', KEYS[2], id) end
     return
   end
   env = with_attempts(env, 0, 0)
   local key = KEYS[5 + lane]
-  if kind == 1 then
+  if kind == KIND_LEVELS then
     redis.call('RPUSH', key, env)
   else
     redis.call('ZADD', key, score, seqbytes(redis.call('INCR', KEYS[3])) .. env)
@@ -64,7 +64,7 @@ if want ~= '' then
     local recs = redis.call('LRANGE', KEYS[1], start, start + CHUNK - 1)
     for _, rec in ipairs(recs) do
       local lane, _, id = parse(rec)
-      if id == want and (lane or op == 'purge') then
+      if id == want and (lane or op == DEAD_PURGE) then
         redis.call('LREM', KEYS[1], 1, rec)
         handle(rec)
         n = 1
@@ -82,7 +82,7 @@ else
     if #recs == 0 then break end
     redis.call('LTRIM', KEYS[1], #recs, -1)
     for _, rec in ipairs(recs) do
-      if op == 'requeue' and not parse(rec) then
+      if op == DEAD_REQUEUE and not parse(rec) then
         kept[#kept + 1] = rec
       else
         handle(rec)
@@ -92,5 +92,5 @@ else
   end
   if #kept > 0 then chunked('RPUSH', KEYS[1], kept) end
 end
-if arm and requeued > 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
+if arm and requeued > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
 return n

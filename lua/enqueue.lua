@@ -18,7 +18,7 @@
 -- All or none: every key the batch writes is checked first, so a key of the
 -- wrong type fails the call before its first write. At maxmemory the first
 -- write is refused and nothing is stored.
-local arm, kind, n = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3])
+local arm, kind, n = ARGV[1] == YES, tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, nowc = now_ms()
 
 -- Read and check: when each message is due, which keys the batch writes, how
@@ -34,13 +34,13 @@ for i = 0, n - 1 do
     if string.sub(d, 1, 1) == '+' then due = nowc + tonumber(string.sub(d, 2)) else due = tonumber(d) end
   end
   dues[i] = due
-  if ARGV[base + 1] == '1' then callers = true end
+  if ARGV[base + 1] == YES then callers = true end
   if due > now then
     delayed = true
     seqs = seqs + 1
   else
     ready = true
-    if kind == 2 then seqs = seqs + 1 end
+    if kind == KIND_RANGE then seqs = seqs + 1 end
     local ki = tonumber(ARGV[base + 4])
     if not laneChecked[ki] then
       need(KEYS[ki], lane_type(kind))
@@ -65,9 +65,9 @@ local earliest -- due time at the head of the delayed set, read lazily
 local woke = false
 for i = 0, n - 1 do
   local base = 4 + i * 7
-  local id, caller, due = ARGV[base], ARGV[base + 1] == '1', dues[i]
+  local id, caller, due = ARGV[base], ARGV[base + 1] == YES, dues[i]
   local lane, key, score, env = ARGV[base + 3], KEYS[tonumber(ARGV[base + 4])], ARGV[base + 5], ARGV[base + 6]
-  if due > now or kind == 2 then seq = seq + 1 end
+  if due > now or kind == KIND_RANGE then seq = seq + 1 end
   if caller and redis.call('SADD', KEYS[1], id) == 0 then
     out[#out + 1] = 0
   else
@@ -83,9 +83,9 @@ for i = 0, n - 1 do
         -- The promoters sleep until the old head's due time: wake one of them.
         -- A list of length ≤ 1 keeps the marker bounded.
         earliest = due
-        if redis.call('LLEN', KEYS[5]) == 0 then redis.call('RPUSH', KEYS[5], '1') end
+        if redis.call('LLEN', KEYS[5]) == 0 then redis.call('RPUSH', KEYS[5], SCHED) end
       end
-    elseif kind == 1 then
+    elseif kind == KIND_LEVELS then
       -- A lane going from empty to non-empty is the only moment idle consumers
       -- can be waiting for it; takers re-arm while work remains.
       if redis.call('RPUSH', key, env) == 1 then woke = true end
@@ -95,5 +95,5 @@ for i = 0, n - 1 do
     end
   end
 end
-if arm and woke then redis.call('ZADD', KEYS[6], 0, 'w') end
+if arm and woke then redis.call('ZADD', KEYS[6], 0, WAKE) end
 return out

@@ -26,7 +26,7 @@ local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now, nowc = now_ms()
 local nlanes = #KEYS - 8
 local off = 0
-if kind == 2 then off = SEQ_LEN end
+if kind == KIND_RANGE then off = SEQ_LEN end
 if not redis.call('ZSCORE', KEYS[1], token) then return 0 end
 local rec = redis.call('HGET', KEYS[2], token)
 
@@ -56,25 +56,25 @@ local a = attempts(member, off)
 local env = string.sub(member, off + 1)
 if #env == 0 then env = member end -- too short to hold a sequence: keep it whole
 
-if op == 'release' then
+if op == FAIL_RELEASE then
   need(key, lane_type(kind))
   need(KEYS[6], 'zset')
   if a and a > 0 then member = with_attempts(member, off, a - 1) end
   finish()
-  if kind == 1 then redis.call('LPUSH', key, member) else redis.call('ZADD', key, score, member) end
-  redis.call('ZADD', KEYS[6], 0, 'w')
+  if kind == KIND_LEVELS then redis.call('LPUSH', key, member) else redis.call('ZADD', key, score, member) end
+  redis.call('ZADD', KEYS[6], 0, WAKE)
   return 1
 end
 local id = env_id(env, 0)
-if op == 'dead' or op == 'bury' or not a or not id or a >= maxa then
+if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
   return bury(lane .. '|' .. score .. '|' .. now .. '|' .. #reason .. '|' .. reason .. env)
 end
 if delay <= 0 then
   need(key, lane_type(kind))
   need(KEYS[6], 'zset')
   finish()
-  if kind == 1 then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
-  redis.call('ZADD', KEYS[6], 0, 'w')
+  if kind == KIND_LEVELS then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
+  redis.call('ZADD', KEYS[6], 0, WAKE)
   return 1
 end
 need(KEYS[3], 'zset')
@@ -88,6 +88,6 @@ local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[3], due, delayed_member(seq, id))
 redis.call('HSET', KEYS[4], id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
 if (not head[2] or due < tonumber(head[2])) and redis.call('LLEN', KEYS[7]) == 0 then
-  redis.call('RPUSH', KEYS[7], '1')
+  redis.call('RPUSH', KEYS[7], SCHED)
 end
 return 1

@@ -10,14 +10,9 @@
 -- DEL): Redis refuses a script only at its first write that may grow memory,
 -- before anything was written.
 
--- The envelope (envelope.go), 1-based byte positions. A segment member
--- (Range) carries SEQ_LEN bytes of sequence in front of its envelope.
-local ENV_FLAGS = 2       -- bit 0: the id was given by the producer
-local ENV_ATTEMPTS = 19   -- 4 bytes, big-endian
-local ENV_IDLEN = 23
-local ENV_ID = 24
-local SEQ_LEN = 8
-local CHUNK = 1000        -- most values one command gets from a script
+-- The envelope's positions (ENV_*), SEQ_LEN, CHUNK, the argument values
+-- (KIND_LEVELS, KIND_RANGE, YES) and the member and operation names (WAKE,
+-- PAUSE, FAIL_*, DEAD_*) are defined by protocol.go, in front of this file.
 local MAX_SEQ = 9007199254740992 -- 2^53: the seq counter stays exact in Lua
 
 -- need raises WRONGTYPE, before any write, when key holds a type other than
@@ -31,7 +26,7 @@ end
 
 -- lane_type is the Redis type of a lane: 1 = levels (LIST), 2 = range (ZSET).
 local function lane_type(kind)
-  if kind == 2 then return 'zset' end
+  if kind == KIND_RANGE then return 'zset' end
   return 'list'
 end
 
@@ -95,7 +90,7 @@ end
 local function env_id(s, off)
   local n = string.byte(s, off + ENV_IDLEN)
   if not n or n == 0 or #s < off + ENV_ID + n - 1 then return nil end
-  local caller = string.byte(s, off + ENV_FLAGS) % 2 == 1
+  local caller = math.floor(string.byte(s, off + ENV_FLAGS) / FLAG_CALLER_ID) % 2 == 1
   return string.sub(s, off + ENV_ID, off + ENV_ID + n - 1), caller
 end
 
@@ -111,7 +106,7 @@ local function routed(rec, nlanes, kind)
   local lane = tonumber(string.sub(rec, 1, p1 - 1))
   local score = string.sub(rec, p1 + 1, p2 - 1)
   if not lane or lane ~= math.floor(lane) or lane < 0 or lane >= nlanes then return nil end
-  if kind == 2 and not string.match(score, '^-?%d+$') then return nil end
+  if kind == KIND_RANGE and not string.match(score, '^-?%d+$') then return nil end
   return lane, score, string.sub(rec, p2 + 1)
 end
 

@@ -6,9 +6,9 @@
 -- wrong type, maxmemory) leaves the queue exactly as it was.
 local kind = tonumber(ARGV[1])
 need(KEYS[1], lane_type(kind))
-if kind == 1 then
-  if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], 'p') end
+if kind == KIND_LEVELS then
+  if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], PAUSE) end
 else
-  redis.call('ZADD', KEYS[1], 0, 'p')
+  redis.call('ZADD', KEYS[1], 0, PAUSE)
 end
 return 1

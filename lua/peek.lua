@@ -10,7 +10,7 @@ for _, key in ipairs(KEYS) do
   local want = n - #out
   if want <= 0 then break end
   local items
-  if kind == 1 then
+  if kind == KIND_LEVELS then
     items = redis.call('LRANGE', key, 0, want - 1)
   else
     items = redis.call('ZRANGE', key, 0, want - 1)

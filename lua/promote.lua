@@ -21,7 +21,7 @@
 -- set and its store, which frees memory, so promotion runs at maxmemory.
 local now = tonumber(ARGV[1])
 if not now then now = now_ms() end
-local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] == YES, tonumber(ARGV[4])
 local nlanes = #KEYS - 5
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 local moved = 0
@@ -43,17 +43,17 @@ if #members > 0 then
       bad[#bad + 1] = '0||' .. now .. '|' .. #why .. '|' .. why .. vals[i]
     end
   end
-  if kind == 2 and moved > 0 then need_seq(KEYS[3], moved) end
+  if kind == KIND_RANGE and moved > 0 then need_seq(KEYS[3], moved) end
   if arm and moved > 0 then need(KEYS[4], 'zset') end
   if #bad > 0 then need(KEYS[5], 'list') end
 
   chunked('ZREM', KEYS[1], members)
   chunked('HDEL', KEYS[2], ids)
   local seq = 0 -- segments: members get fresh sequence numbers, in due order
-  if kind == 2 and moved > 0 then seq = redis.call('INCRBY', KEYS[3], moved) - moved end
+  if kind == KIND_RANGE and moved > 0 then seq = redis.call('INCRBY', KEYS[3], moved) - moved end
   for _, lane in ipairs(lanes) do
     local l, key = perlane[lane], KEYS[6 + lane]
-    if kind == 1 then
+    if kind == KIND_LEVELS then
       -- One RPUSH per lane per batch, in due order.
       local envs = {}
       for j = 2, #l, 2 do envs[#envs + 1] = l[j] end
@@ -69,7 +69,7 @@ if #members > 0 then
     end
   end
   if #bad > 0 then chunked('RPUSH', KEYS[5], bad) end
-  if arm and moved > 0 then redis.call('ZADD', KEYS[4], 0, 'w') end
+  if arm and moved > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if head[2] then return {moved, math.max(0, tonumber(head[2]) - now), now} end

@@ -12,7 +12,7 @@
 -- is alive at all. Every key is checked first; every write removes something.
 local kind = tonumber(ARGV[1])
 local off = 0
-if kind == 2 then off = SEQ_LEN end
+if kind == KIND_RANGE then off = SEQ_LEN end
 need(KEYS[1], 'set')
 need(KEYS[2], 'zset')
 need(KEYS[3], 'hash')
@@ -21,7 +21,7 @@ for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
 
 local n = redis.call('ZCARD', KEYS[2])
 for k = 5, #KEYS do
-  if kind == 1 then n = n + redis.call('LLEN', KEYS[k]) else n = n + redis.call('ZCARD', KEYS[k]) end
+  if kind == KIND_LEVELS then n = n + redis.call('LLEN', KEYS[k]) else n = n + redis.call('ZCARD', KEYS[k]) end
 end
 if redis.call('SCARD', KEYS[1]) > 0 then
   -- Release the caller ids of what is deleted, a chunk at a time.
@@ -36,7 +36,7 @@ if redis.call('SCARD', KEYS[1]) > 0 then
   for k = 5, #KEYS do
     for start = 0, math.huge, CHUNK do
       local items
-      if kind == 1 then
+      if kind == KIND_LEVELS then
         items = redis.call('LRANGE', KEYS[k], start, start + CHUNK - 1)
       else
         items = redis.call('ZRANGE', KEYS[k], start, start + CHUNK - 1)

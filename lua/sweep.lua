@@ -23,7 +23,7 @@ local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local now = now_ms()
 local nlanes = #KEYS - 6
 local off = 0
-if kind == 2 then off = SEQ_LEN end
+if kind == KIND_RANGE then off = SEQ_LEN end
 -- Latest-expired first: each message goes back to the head of its lane, so
 -- the earliest-expired, pushed last (by this call or by the last call of a
 -- sweep that needs several), ends up first, ahead of everything newer.
@@ -62,7 +62,7 @@ if #tokens > 0 then
 end
 for _, lane in ipairs(lanes) do
   local l, key = perlane[lane], KEYS[7 + lane]
-  if kind == 1 then
+  if kind == KIND_LEVELS then
     -- LPUSH puts its last value first: the earliest-expired, collected last.
     local members = {}
     for j = 2, #l, 2 do members[#members + 1] = l[j] end
@@ -76,10 +76,10 @@ if rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   -- At maxmemory Redis refuses a script's first write that may grow memory;
   -- a removal before it (of nothing, here) lets this one-member marker
   -- through, so consumers wake to drain a full Redis.
-  redis.call('ZREM', KEYS[4], 'w')
-  redis.call('ZADD', KEYS[4], 0, 'w')
+  redis.call('ZREM', KEYS[4], WAKE)
+  redis.call('ZADD', KEYS[4], 0, WAKE)
 end
-if ARGV[7] == '1' and redis.call('EXISTS', KEYS[6]) == 0 then
+if ARGV[7] == YES and redis.call('EXISTS', KEYS[6]) == 0 then
   -- Only a hint for Open, so a refusal at maxmemory is left to the next sweep.
   redis.pcall('HSET', KEYS[6], 'layout', ARGV[4], 'mode', ARGV[5], 'format', ARGV[6])
 end

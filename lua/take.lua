@@ -30,7 +30,7 @@ need(KEYS[4], 'zset')
 local args = {#KEYS - 3, KEYS[1]}
 for k = 5, #KEYS do args[#args + 1] = KEYS[k] end
 local res
-if kind == 1 then
+if kind == KIND_LEVELS then
   args[#args + 1] = 'LEFT'
   args[#args + 1] = 'COUNT'
   args[#args + 1] = count
@@ -43,21 +43,21 @@ else
 end
 if not res then return {} end
 if res[1] == KEYS[1] then
-  if kind == 1 then redis.call('RPUSH', KEYS[1], 'p') else redis.call('ZADD', KEYS[1], 0, 'p') end
-  return {'paused'}
+  if kind == KIND_LEVELS then redis.call('RPUSH', KEYS[1], PAUSE) else redis.call('ZADD', KEYS[1], 0, PAUSE) end
+  return {REPLY_PAUSED}
 end
 
 -- The lane index is the number that ends the popped key's name (keys.go:
 -- prioq:{Q}:lane:N). Reading it back is O(1); a lookup would cost O(lanes).
 local lane = string.match(res[1], '(%d+)$')
 local off = 0
-if kind == 2 then off = SEQ_LEN end
+if kind == KIND_RANGE then off = SEQ_LEN end
 local _, nowc = now_ms()
 local deadline = nowc + lease
 local zargs, hargs, out = {}, {}, {}
 for i, item in ipairs(res[2]) do
   local member, score = item, ''
-  if kind == 2 then member, score = item[1], item[2] end
+  if kind == KIND_RANGE then member, score = item[1], item[2] end
   -- A member too short to hold the field is corrupt: lease it unchanged and let
   -- the consumer, which decodes it, send it to the dead-letter list.
   local a = attempts(member, off)
@@ -76,5 +76,5 @@ chunked('ZADD', KEYS[2], zargs)
 chunked('HSET', KEYS[3], hargs)
 -- Work may remain: wake one more idle consumer. It is a single-member set, so
 -- it cannot grow; a consumer woken for nothing takes nothing and sleeps again.
-redis.call('ZADD', KEYS[4], 0, 'w')
+redis.call('ZADD', KEYS[4], 0, WAKE)
 return out

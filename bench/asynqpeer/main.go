@@ -1,6 +1,6 @@
 // Command asynqpeer measures hibiken/asynq on the Redis the prioq benchmark
 // uses, the way bench/ measures prioq, and prints the results as JSON on
-// stdout. It is its own module so that asynq and go-redis stay out of
+// stdout. It lives in the bench module, so asynq and go-redis stay out of
 // prioq's go.mod. asynq runs with its default settings except for the queue
 // weights, which priorities need: critical 6, default 3, low 1 (the example
 // from asynq's own README).

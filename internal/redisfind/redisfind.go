@@ -1,7 +1,8 @@
 // Package redisfind finds a Redis server for prioq's tests and benchmark:
 // PRIOQ_REDIS_ADDR when set, else a redis-server binary on PATH started on a
-// free loopback port in a temporary directory, else Docker (a hook that the
-// integration helper fills in, so this package stays free of Docker code).
+// free loopback port in a temporary directory. `make test` and `make bench`
+// install redis-server when it is missing (scripts/need-redis); the Docker
+// suite in integration/ builds its image from the same binary.
 package redisfind
 
 import (
@@ -33,12 +34,8 @@ func (s *Server) Stop() {
 	}
 }
 
-// Docker, when set, is tried after PATH: it starts Redis in a container and
-// returns its address and a stop function.
-var Docker func(ctx context.Context) (addr string, stop func(), err error)
-
 // ErrNoRedis is returned when no way to get a Redis worked.
-var ErrNoRedis = errors.New("redisfind: no Redis: set PRIOQ_REDIS_ADDR, install redis-server, or run Docker")
+var ErrNoRedis = errors.New("redisfind: no Redis: set PRIOQ_REDIS_ADDR, or install redis-server (make test and make bench install it)")
 
 // Find returns a Redis to use. extraArgs are added to a server this package
 // starts (e.g. "--appendonly", "yes").
@@ -51,13 +48,6 @@ func Find(ctx context.Context, extraArgs ...string) (*Server, error) {
 		s, err := StartBinary(ctx, bin, extraArgs...)
 		if err == nil {
 			return s, nil
-		}
-		errs = append(errs, err)
-	}
-	if Docker != nil {
-		addr, stop, err := Docker(ctx)
-		if err == nil {
-			return &Server{Addr: addr, How: "Docker", stop: stop}, nil
 		}
 		errs = append(errs, err)
 	}

@@ -374,17 +374,3 @@ func (c *Container) Logs() string {
 
 // Purge removes the container and its volumes.
 func (c *Container) Purge() error { return c.Pool.Purge(c.Resource) }
-
-// ForFind starts a container for redisfind's Docker fallback: it returns the
-// address and a function that purges the container.
-func ForFind(ctx context.Context) (string, func(), error) {
-	pool, err := Connect()
-	if err != nil {
-		return "", nil, err
-	}
-	c, err := Run(pool, Options{Name: "find"})
-	if err != nil {
-		return "", nil, err
-	}
-	return c.Addr, func() { _ = c.Purge() }, nil
-}

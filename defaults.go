@@ -1,0 +1,57 @@
+package prioq
+
+import "time"
+
+// The defaults of Config, ConsumerConfig and DialerConfig: a field left at
+// its zero value takes the value named here.
+const (
+	// DefaultLevels is the number of levels of the default layout, Levels(3).
+	DefaultLevels = 3
+
+	// DefaultMaxPayload is Config.MaxPayload's default: 512 KiB.
+	DefaultMaxPayload = 512 << 10
+
+	// DefaultMaxAttempts is Config.MaxAttempts's default.
+	DefaultMaxAttempts = 10
+
+	// DefaultBackoffBase and DefaultBackoffMax make Config.Backoff's default,
+	// ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = time.Hour
+
+	// DefaultPromoteBatch is Config.PromoteBatch's default.
+	DefaultPromoteBatch = 256
+
+	// DefaultCallTimeout is Config.CallTimeout's default: the deadline of a
+	// Redis call whose context has none. Far above any call's normal
+	// duration; it exists so that nothing waits forever.
+	DefaultCallTimeout = 10 * time.Second
+
+	// DefaultWaitTimeout is Config.WaitTimeout's default.
+	DefaultWaitTimeout = time.Second
+
+	// DefaultConcurrency is ConsumerConfig.Concurrency's default.
+	DefaultConcurrency = 1
+
+	// DefaultLease is ConsumerConfig.Lease's default.
+	DefaultLease = 30 * time.Second
+
+	// DefaultBlockTimeout is ConsumerConfig.BlockTimeout's default for
+	// AtLeastOnce consumers, DefaultBlockTimeoutAtMostOnce for AtMostOnce
+	// ones (shorter, because Close waits for a pop in progress).
+	DefaultBlockTimeout           = 5 * time.Second
+	DefaultBlockTimeoutAtMostOnce = 2 * time.Second
+
+	// DefaultPromoteWait is ConsumerConfig.PromoteWait's default.
+	DefaultPromoteWait = 30 * time.Second
+
+	// DefaultSweepInterval is ConsumerConfig.SweepInterval's default, unless
+	// half the lease is shorter.
+	DefaultSweepInterval = 10 * time.Second
+
+	// DefaultGracePeriod is ConsumerConfig.GracePeriod's default.
+	DefaultGracePeriod = 30 * time.Second
+
+	// DefaultRetryInterval is ConsumerConfig.RetryInterval's default.
+	DefaultRetryInterval = 500 * time.Millisecond
+)

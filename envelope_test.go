@@ -1,0 +1,224 @@
+package prioq
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// The stored form is read by the Lua scripts at fixed offsets: every byte of
+// it is pinned here.
+func TestEnvelopeEncodeLayout(t *testing.T) {
+	e := envelope{ID: "ab", CallerID: true, Priority: -2, EnqueuedMs: 0x0102030405060708,
+		Attempts: 0x0a0b0c0d, Payload: []byte("xyz")}
+	want := []byte{
+		1,                                              // version
+		1,                                              // flags: caller id
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, // priority -2
+		1, 2, 3, 4, 5, 6, 7, 8, // enqueue time
+		0x0a, 0x0b, 0x0c, 0x0d, // attempts, at envOffAttempt
+		2, 'a', 'b', // id length, id
+		'x', 'y', 'z', // payload
+	}
+	assert.Equal(t, want, e.encode())
+	assert.Equal(t, 18, envOffAttempt)
+	assert.Equal(t, 23, envHeaderLen)
+
+	e.CallerID = false
+	assert.Equal(t, byte(0), e.encode()[1], "flags without a caller id")
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	for _, e := range []envelope{
+		{ID: "a", Payload: []byte{0}},
+		{ID: "order-1", CallerID: true, Priority: 7, EnqueuedMs: 1700000000123, Attempts: 3, Payload: []byte("hello")},
+		{ID: "min", Priority: -1 << 63, EnqueuedMs: -1 << 63, Payload: []byte("p")},
+		{ID: "max", Priority: 1<<63 - 1, EnqueuedMs: 1<<63 - 1, Attempts: 1<<32 - 1, Payload: []byte("p")},
+		{ID: strings.Repeat("i", maxIDLen), Payload: bytes.Repeat([]byte{0xff, 0}, 1000)},
+		{ID: "!~", Payload: []byte("\x00\r\n|")},
+	} {
+		b := e.encode()
+		require.Len(t, b, envHeaderLen+len(e.ID)+len(e.Payload))
+		got, err := decodeEnvelope(b)
+		require.NoError(t, err, "%q", e.ID)
+		assert.Equal(t, e, got)
+		assert.Equal(t, e.ID, envelopeID(b))
+	}
+}
+
+// Every way a stored envelope can be broken is ErrCorrupt, never a panic.
+func TestEnvelopeDecodeCorrupt(t *testing.T) {
+	good := (&envelope{ID: "abc", Priority: 1, Payload: []byte("p")}).encode()
+	with := func(i int, v byte) []byte {
+		b := bytes.Clone(good)
+		b[i] = v
+		return b
+	}
+	longID := (&envelope{ID: strings.Repeat("i", maxIDLen+1), Payload: []byte("p")}).encode()
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"nil", nil},
+		{"one byte short of the header", good[:envHeaderLen-1]},
+		{"header only", good[:envHeaderLen]},
+		{"no payload", good[:envHeaderLen+3]},
+		{"version 0", with(0, 0)},
+		{"version 2", with(0, 2)},
+		{"unknown flag", with(1, 2)},
+		{"high flag", with(1, 0x81)},
+		{"id length 0", with(22, 0)},
+		{"id length past the end", with(22, 4)},
+		{"id length 255", with(22, 255)},
+		{"id of 129 bytes", longID},
+		{"space in id", with(envHeaderLen+1, ' ')},
+		{"DEL in id", with(envHeaderLen+1, 0x7f)},
+		{"NUL in id", with(envHeaderLen+1, 0)},
+		{"non-ASCII in id", with(envHeaderLen+1, 0xc3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				_, err := decodeEnvelope(tc.b)
+				assert.ErrorIs(t, err, ErrCorrupt)
+			})
+		})
+	}
+	// Every prefix short of the last byte is corrupt; the whole decodes.
+	for n := 0; n < len(good); n++ {
+		_, err := decodeEnvelope(good[:n])
+		assert.ErrorIs(t, err, ErrCorrupt, "prefix of %d bytes", n)
+	}
+	_, err := decodeEnvelope(good)
+	assert.NoError(t, err)
+}
+
+// envelopeID reads the id of an envelope that may not decode, or "".
+func TestEnvelopeID(t *testing.T) {
+	good := (&envelope{ID: "abc", Payload: []byte("p")}).encode()
+	with := func(i int, v byte) []byte {
+		b := bytes.Clone(good)
+		b[i] = v
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"good", good, "abc"},
+		{"bad version", with(0, 9), "abc"},
+		{"bad flags", with(1, 0xf0), "abc"},
+		{"no payload", good[:envHeaderLen+3], "abc"},
+		{"id cut short", good[:envHeaderLen+2], ""},
+		{"shorter than the header", good[:envHeaderLen-1], ""},
+		{"id length 0", with(22, 0), ""},
+		{"space in id", with(envHeaderLen, ' '), ""},
+		{"nil", nil, ""},
+	} {
+		assert.Equal(t, tc.want, envelopeID(tc.b), tc.name)
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"a", true},
+		{"order-1", true},
+		{"!", true}, // 0x21, the lowest byte allowed
+		{"~", true}, // 0x7e, the highest
+		{strings.Repeat("x", maxIDLen), true},
+		{"", false},
+		{strings.Repeat("x", maxIDLen+1), false},
+		{"a b", false},
+		{"a\tb", false},
+		{"a\x7f", false},
+		{"\x00", false},
+		{"é", false},
+	} {
+		err := validateID(tc.id)
+		if tc.ok {
+			assert.NoError(t, err, "%q", tc.id)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidID, "%q", tc.id)
+		}
+	}
+	assert.Equal(t, 128, maxIDLen)
+}
+
+// Generated ids: 20 lowercase characters of the sorted base32 alphabet,
+// holding the creation millisecond and a counter, sorting by millisecond.
+func TestNewID(t *testing.T) {
+	at := time.UnixMilli(1700000000123)
+	decode := func(id string) []byte {
+		t.Helper()
+		b, err := idEncoding.DecodeString(strings.ToUpper(id))
+		require.NoError(t, err, id)
+		require.Len(t, b, 12)
+		return b
+	}
+	a, b := newID(at), newID(at)
+	for _, id := range []string{a, b} {
+		require.Len(t, id, 20)
+		require.NoError(t, validateID(id))
+		assert.Equal(t, strings.ToLower(id), id)
+		assert.Equal(t, "", strings.Trim(id, "0123456789abcdefghijklmnopqrstuv"), id)
+	}
+	assert.NotEqual(t, a, b)
+	da, db := decode(a), decode(b)
+	assert.Equal(t, []byte{0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x7b}, da[:6], "unix ms 1700000000123, big-endian")
+	assert.Equal(t, da[:6], db[:6])
+	assert.Equal(t, binary.BigEndian.Uint16(da[6:8])+1, binary.BigEndian.Uint16(db[6:8]), "the counter steps by one")
+	assert.Less(t, newID(time.UnixMilli(0)), newID(time.UnixMilli(1)))
+	assert.Less(t, newID(at), newID(at.Add(time.Millisecond)))
+	assert.Less(t, newID(at), newID(time.UnixMilli(1<<47)))
+}
+
+func TestLowerASCII(t *testing.T) {
+	assert.Equal(t, "abz-09-az", lowerASCII("ABZ-09-aZ"))
+	assert.Equal(t, "", lowerASCII(""))
+	assert.Equal(t, "é@[`{", lowerASCII("é@[`{"), "only A-Z change")
+}
+
+func FuzzEnvelopeDecode(f *testing.F) {
+	good := (&envelope{ID: "abc", CallerID: true, Priority: -7, EnqueuedMs: 1700000000000, Attempts: 3, Payload: []byte("hello")}).encode()
+	f.Add(good)
+	f.Add(good[:envHeaderLen])
+	f.Add([]byte{})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEnvelope(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must encode back to the same bytes.
+		if again := e.encode(); !bytes.Equal(again, b) {
+			t.Fatalf("round trip changed %x into %x", b, again)
+		}
+	})
+}
+
+func FuzzEnvelopeRoundTrip(f *testing.F) {
+	f.Add("id", false, int64(0), int64(0), uint32(0), []byte("p"))
+	f.Add("01hx-é", true, int64(-1<<63), int64(1<<62), uint32(1<<31), []byte{0})
+	f.Fuzz(func(t *testing.T, id string, caller bool, prio, ms int64, attempts uint32, payload []byte) {
+		if validateID(id) != nil || len(payload) == 0 {
+			t.Skip()
+		}
+		in := envelope{ID: id, CallerID: caller, Priority: prio, EnqueuedMs: ms, Attempts: attempts, Payload: payload}
+		out, err := decodeEnvelope(in.encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.ID != in.ID || out.CallerID != in.CallerID || out.Priority != in.Priority ||
+			out.EnqueuedMs != in.EnqueuedMs || out.Attempts != in.Attempts || !bytes.Equal(out.Payload, in.Payload) {
+			t.Fatalf("%+v decoded as %+v", in, out)
+		}
+	})
+}

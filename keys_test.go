@@ -1,0 +1,67 @@
+package prioq
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// Every key carries the queue's hash tag (one cluster slot per queue), and
+// each script's KEYS come in the order its header in lua/*.lua documents.
+func TestNewKeySet(t *testing.T) {
+	k := newKeySet("orders", 3)
+	p := "prioq:{orders}:"
+	assert.Equal(t, p+"meta", k.meta)
+	assert.Equal(t, p+"ids", k.ids)
+	assert.Equal(t, p+"seq", k.seq)
+	assert.Equal(t, p+"delayed", k.delayed)
+	assert.Equal(t, p+"dstore", k.dstore)
+	assert.Equal(t, p+"sched", k.sched)
+	assert.Equal(t, p+"wake", k.wake)
+	assert.Equal(t, p+"paused", k.paused)
+	assert.Equal(t, p+"leases", k.leases)
+	assert.Equal(t, p+"inflight", k.inflight)
+	assert.Equal(t, p+"dead", k.dead)
+	lanes := []string{p + "lane:0", p + "lane:1", p + "lane:2"}
+	assert.Equal(t, lanes, k.lanes)
+	assert.Equal(t, []string{p + "lane:2", p + "lane:1", p + "lane:0"}, k.highFirst)
+	assert.Equal(t, map[string]int{lanes[0]: 0, lanes[1]: 1, lanes[2]: 2}, k.laneIndex)
+
+	all := k.all()
+	require.Len(t, all, 11+3)
+	seen := map[string]bool{}
+	for _, key := range all {
+		assert.True(t, strings.HasPrefix(key, p), key)
+		assert.Equal(t, 1, strings.Count(key, "{"), key)
+		assert.False(t, seen[key], "%s twice", key)
+		seen[key] = true
+	}
+
+	with := func(fixed ...string) []string { return append(fixed, lanes...) }
+	assert.Equal(t, with(k.delayed, k.dstore, k.seq, k.wake, k.dead), k.promoteKeys)
+	assert.Equal(t, with(k.ids, k.delayed, k.dstore, k.sched), k.purgeKeys)
+	assert.Equal(t, append([]string{k.ids, k.delayed, k.dstore}, k.highFirst...), k.cancelKeys)
+	assert.Equal(t, with(k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched, k.seq), k.failKeys)
+	assert.Equal(t, with(k.leases, k.inflight, k.dead, k.wake, k.paused, k.meta), k.sweepKeys)
+	assert.Equal(t, with(k.dead, k.ids, k.seq, k.wake), k.deadKeys)
+}
+
+// The shared key lists have no spare capacity, so a caller's append copies
+// instead of writing into another caller's list.
+func TestKeySetListsAreClipped(t *testing.T) {
+	k := newKeySet("q", 5)
+	for name, s := range map[string][]string{
+		"highFirst": k.highFirst, "promoteKeys": k.promoteKeys, "purgeKeys": k.purgeKeys,
+		"cancelKeys": k.cancelKeys, "failKeys": k.failKeys, "sweepKeys": k.sweepKeys, "deadKeys": k.deadKeys,
+	} {
+		assert.Equal(t, len(s), cap(s), name)
+	}
+	before := append([]string(nil), k.highFirst...)
+	a := append(k.highFirst, "x")
+	b := append(k.highFirst, "y")
+	assert.Equal(t, "x", a[len(a)-1])
+	assert.Equal(t, before, k.highFirst)
+	assert.Equal(t, "y", b[len(b)-1])
+}

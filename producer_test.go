@@ -1,0 +1,194 @@
+package prioq
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+func TestEnqueueBadInputWritesNothing(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			q := openQueue(t, c, Config{Layout: l.layout, MaxPayload: 16})
+			bad := []struct {
+				name    string
+				payload []byte
+				opts    []Option
+				wantErr error
+			}{
+				{"priority above", []byte("x"), []Option{Priority(1001)}, ErrInvalidPriority},
+				{"priority below", []byte("x"), []Option{Priority(-1001)}, ErrInvalidPriority},
+				{"empty payload", nil, nil, ErrEmptyPayload},
+				{"oversized payload", make([]byte, 17), nil, ErrPayloadTooLarge},
+				{"empty id", []byte("x"), []Option{ID("")}, ErrInvalidID},
+				{"id with space", []byte("x"), []Option{ID("a b")}, ErrInvalidID},
+				{"long id", []byte("x"), []Option{ID(string(bytes.Repeat([]byte("i"), 129)))}, ErrInvalidID},
+				{"negative delay", []byte("x"), []Option{Delay(-time.Second)}, ErrInvalidOption},
+			}
+			if l.layout.kind == kindLevels {
+				bad[0].opts, bad[1].opts = []Option{Priority(5)}, []Option{Priority(-1)}
+			}
+			for _, b := range bad {
+				_, err := q.Enqueue(ctx, b.payload, b.opts...)
+				assert.ErrorIs(t, err, b.wantErr, b.name)
+			}
+			// A batch with one bad item stores none of the good ones.
+			_, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("good")}, {Payload: nil}, {Payload: []byte("good")}})
+			assert.ErrorIs(t, err, ErrEmptyPayload)
+			assert.Empty(t, existingKeys(t, q))
+		})
+	}
+}
+
+func TestDuplicateID(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	for _, m := range bothModes {
+		for _, l := range someLayouts {
+			t.Run(m.name+"/"+l.name, func(t *testing.T) {
+				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode})
+				id, err := q.Enqueue(ctx, []byte("a"), ID("order-1"))
+				require.NoError(t, err)
+				assert.Equal(t, "order-1", id)
+				_, err = q.Enqueue(ctx, []byte("b"), ID("order-1"), Priority(3))
+				assert.ErrorIs(t, err, ErrDuplicate)
+				// Delayed duplicates are caught too, and a batch reports per item.
+				res, err := q.EnqueueBatch(ctx, []EnqueueItem{
+					{Payload: []byte("c"), Options: []Option{ID("order-1"), Delay(time.Hour)}},
+					{Payload: []byte("d"), Options: []Option{ID("order-2")}},
+					{Payload: []byte("e"), Options: []Option{ID("order-2")}},
+				})
+				require.NoError(t, err)
+				assert.ErrorIs(t, res[0].Err, ErrDuplicate)
+				assert.NoError(t, res[1].Err)
+				assert.ErrorIs(t, res[2].Err, ErrDuplicate)
+				// Equal payloads without ids stay distinct messages.
+				_, err = q.Enqueue(ctx, []byte("a"))
+				require.NoError(t, err)
+				_, err = q.Enqueue(ctx, []byte("a"))
+				require.NoError(t, err)
+				n, err := q.Len(ctx)
+				require.NoError(t, err)
+				assert.EqualValues(t, 4, n)
+
+				// Once the message is done the id can be used again.
+				cons := newConsumer(t, q, ConsumerConfig{})
+				for i := 0; i < 4; i++ {
+					msg, err := cons.Receive(ctx)
+					require.NoError(t, err)
+					if m.mode == AtLeastOnce {
+						require.NoError(t, msg.Ack(ctx))
+					}
+				}
+				_, err = q.Enqueue(ctx, []byte("again"), ID("order-1"))
+				assert.NoError(t, err)
+			})
+		}
+	}
+}
+
+// prepare turns an Enqueue's arguments into what the script gets, with no
+// Redis call: the lane, the due time (rounded up to the millisecond), the
+// score, the envelope.
+func TestPrepare(t *testing.T) {
+	now := time.UnixMilli(1700000000123)
+	levels := pureQueue(Config{Layout: Levels(3), MaxPayload: 16})
+	rng := pureQueue(Config{Layout: Range(-1000, 1000, 7)})
+	above := pureQueue(Config{Layout: Range(10, 20, 2)})
+	for _, tc := range []struct {
+		name  string
+		q     *Queue
+		opts  []Option
+		lane  int
+		due   string
+		score string
+		prio  int64
+		id    string // "" for a generated one
+	}{
+		{"defaults", levels, nil, 0, "", "", 0, ""},
+		{"top level", levels, []Option{Priority(2)}, 2, "", "", 2, ""},
+		{"zero delay is ready now", levels, []Option{Delay(0)}, 0, "", "", 0, ""},
+		{"1 ns delay rounds up", levels, []Option{Delay(time.Nanosecond)}, 0, "+1", "", 0, ""},
+		{"1 ms delay", levels, []Option{Delay(time.Millisecond)}, 0, "+1", "", 0, ""},
+		{"1 ms 1 ns delay", levels, []Option{Delay(time.Millisecond + 1)}, 0, "+2", "", 0, ""},
+		{"At a millisecond", levels, []Option{At(time.UnixMilli(5000))}, 0, "5000", "", 0, ""},
+		{"At rounds up", levels, []Option{At(time.UnixMilli(5000).Add(1))}, 0, "5001", "", 0, ""},
+		{"caller id", levels, []Option{ID("job-1"), Priority(1)}, 1, "", "", 1, "job-1"},
+		{"range bottom", rng, []Option{Priority(-1000)}, 0, "", "1000", -1000, ""},
+		{"range top", rng, []Option{Priority(1000)}, 6, "", "-1000", 1000, ""},
+		{"range default", rng, nil, 3, "", "0", 0, ""},
+		{"range above 0, default", above, nil, 0, "", "-10", 10, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.q.prepare(now, []byte("payload"), tc.opts)
+			require.NoError(t, err)
+			assert.Equal(t, tc.lane, p.lane)
+			assert.Equal(t, tc.due, p.due)
+			assert.Equal(t, tc.score, p.score)
+			if tc.id != "" {
+				assert.Equal(t, tc.id, p.id)
+				assert.True(t, p.caller)
+			} else {
+				assert.Len(t, p.id, 20)
+				assert.False(t, p.caller)
+			}
+			e, err := decodeEnvelope(p.env)
+			require.NoError(t, err)
+			assert.Equal(t, envelope{ID: p.id, CallerID: p.caller, Priority: tc.prio,
+				EnqueuedMs: 1700000000123, Payload: []byte("payload")}, e)
+		})
+	}
+}
+
+func TestPrepareBadInput(t *testing.T) {
+	now := time.Now()
+	q := pureQueue(Config{Layout: Levels(3), MaxPayload: 16})
+	_, err := q.prepare(now, make([]byte, 16), nil)
+	assert.NoError(t, err, "a payload of exactly MaxPayload")
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		opts    []Option
+		want    error
+	}{
+		{"nil payload", nil, nil, ErrEmptyPayload},
+		{"empty payload", []byte{}, nil, ErrEmptyPayload},
+		{"payload over MaxPayload", make([]byte, 17), nil, ErrPayloadTooLarge},
+		{"priority -1", []byte("x"), []Option{Priority(-1)}, ErrInvalidPriority},
+		{"priority 3", []byte("x"), []Option{Priority(3)}, ErrInvalidPriority},
+		{"negative delay", []byte("x"), []Option{Delay(-1)}, ErrInvalidOption},
+		{"empty id", []byte("x"), []Option{ID("")}, ErrInvalidID},
+		{"bad id before empty payload", nil, []Option{ID("a b")}, ErrInvalidID},
+	} {
+		_, err := q.prepare(now, tc.payload, tc.opts)
+		assert.ErrorIs(t, err, tc.want, tc.name)
+	}
+	_, err = pureQueue(Config{}).prepare(now, make([]byte, DefaultMaxPayload+1), nil)
+	assert.ErrorIs(t, err, ErrPayloadTooLarge, "the default MaxPayload")
+}
+
+func TestCeilMs(t *testing.T) {
+	base := time.UnixMilli(1000)
+	assert.Equal(t, int64(1000), ceilMs(base))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Nanosecond)))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond-time.Nanosecond)))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond)))
+	assert.Equal(t, int64(0), ceilMs(time.UnixMilli(0)))
+	assert.Equal(t, int64(-5), ceilMs(time.UnixMilli(-5).Add(-time.Nanosecond)), "before 1970 too")
+}
+
+// Only a lone ready message with a generated id for a Levels queue skips Lua.
+func TestCanSendPlain(t *testing.T) {
+	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
+	plain := prepared{id: "g", lane: 0}
+	assert.True(t, levels.canSendPlain([]prepared{plain}))
+	assert.False(t, levels.canSendPlain([]prepared{plain, plain}), "a batch")
+	assert.False(t, levels.canSendPlain([]prepared{{id: "c", caller: true}}), "a caller id")
+	assert.False(t, levels.canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
+	assert.False(t, rng.canSendPlain([]prepared{plain}), "a Range queue")
+}
