@@ -16,7 +16,9 @@ import (
 //	1      1    flags: bit 0 = the id was given by the producer (it is in the ids set)
 //	2      8    priority, int64 big-endian
 //	10     8    enqueue time, unix ms, int64 big-endian
-//	18     4    attempts so far, uint32 big-endian (Lua rewrites it in place)
+//	18     4    finished deliveries, uint32 big-endian (counted by Lua when a
+//	            delivery ends: a retry, an expired lease, a dead letter; a take
+//	            leaves the bytes as they are)
 //	22     1    id length n (1..128)
 //	23     n    id
 //	23+n   ...  payload (at least one byte)

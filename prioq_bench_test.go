@@ -2,7 +2,10 @@ package prioq
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
@@ -128,4 +131,63 @@ func fillQueue(b *testing.B, q *Queue, n int) {
 		}
 		n -= k
 	}
+}
+
+// BenchmarkTakeLargeMessage measures the Redis server time of a take of one
+// 16 MiB message (INFO commandstats) beside an LPOP of the same bytes, and
+// reports their ratio: what leasing adds to moving the bytes out. (A take
+// that rewrote the envelope copied the message three times inside Redis.)
+func BenchmarkTakeLargeMessage(b *testing.B) {
+	c := newClient(b)
+	ctx := context.Background()
+	big := make([]byte, 16<<20)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	serverUs := func(cmd string) float64 {
+		var info string
+		if err := c.Do(ctx, radix.Cmd(&info, "INFO", "commandstats")); err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":"); ok {
+				for _, f := range strings.Split(rest, ",") {
+					if v, ok := strings.CutPrefix(f, "usec="); ok {
+						n, _ := strconv.ParseFloat(v, 64)
+						return n
+					}
+				}
+			}
+		}
+		return 0
+	}
+	q := openQueue(b, c, Config{Layout: Levels(1), MaxPayload: len(big)})
+	defer q.Purge(ctx)
+	key := "prioq-bench:" + queueName(b)
+	var takeUs, popUs float64
+	for i := 0; i < b.N; i++ {
+		if _, err := q.Enqueue(ctx, big); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Do(ctx, radix.Cmd(nil, "RPUSH", key, string(big))); err != nil {
+			b.Fatal(err)
+		}
+		before := serverUs("evalsha")
+		msgs, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+		if err != nil || len(msgs) != 1 {
+			b.Fatal(err, len(msgs))
+		}
+		takeUs += serverUs("evalsha") - before
+		if err := msgs[0].Ack(ctx); err != nil {
+			b.Fatal(err)
+		}
+		before = serverUs("lpop")
+		if err := c.Do(ctx, radix.Cmd(nil, "LPOP", key)); err != nil {
+			b.Fatal(err)
+		}
+		popUs += serverUs("lpop") - before
+	}
+	b.ReportMetric(takeUs/float64(b.N), "take-server-µs")
+	b.ReportMetric(popUs/float64(b.N), "lpop-server-µs")
+	b.ReportMetric(takeUs/popUs, "take/lpop")
 }

@@ -64,6 +64,7 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 			continue
 		}
 		m := newMessage(e)
+		m.Attempts++ // the stored count is of the deliveries before this one
 		m.q, m.token, m.deadline, m.raw = q, token, deadline, member
 		msgs = append(msgs, m)
 	}

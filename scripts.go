@@ -2,6 +2,8 @@ package prioq
 
 import (
 	_ "embed"
+	"regexp"
+	"strings"
 
 	"github.com/mediocregopher/radix/v4"
 )
@@ -17,11 +19,72 @@ import (
 //go:embed lua/lib.lua
 var libSrc string
 
-// prelude is what every script starts with: the protocol's constants, then
-// lib.lua.
+// prelude is the whole of what a script may start with: the protocol's
+// constants, then lib.lua.
 var prelude = luaConstants() + libSrc
 
-func newScript(src string) radix.EvalScript { return radix.NewEvalScript(prelude + src) }
+// newScript sends src with the protocol's constants and only the helpers of
+// lib.lua it uses (and those they use): Redis runs a script's whole text on
+// every call, and each helper defined is a closure made on every call, a
+// cost on the hot path (take) for nothing.
+func newScript(src string) radix.EvalScript {
+	return radix.NewEvalScript(luaConstants() + libFor(src) + src)
+}
+
+var (
+	luaFunc    = regexp.MustCompile(`(?m)^local function ([a-z_]+)\(`)
+	luaComment = regexp.MustCompile(`--[^\n]*`)
+)
+
+// libFor is lib.lua cut to what src needs: its part before the first helper
+// (comments and constants), then, in lib.lua's order, each helper src
+// names, directly or through another helper it keeps.
+func libFor(src string) string {
+	starts := luaFunc.FindAllStringSubmatchIndex(libSrc, -1)
+	if len(starts) == 0 {
+		return libSrc
+	}
+	type unit struct{ name, text string }
+	units := make([]unit, len(starts))
+	for i, m := range starts {
+		end := len(libSrc)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		units[i] = unit{name: libSrc[m[2]:m[3]], text: libSrc[m[0]:end]}
+	}
+	// Names count in code only: comments mention helpers they do not call.
+	uses := func(text, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\b`).MatchString(luaComment.ReplaceAllString(text, ""))
+	}
+	keep := make([]bool, len(units))
+	for changed := true; changed; {
+		changed = false
+		for i, u := range units {
+			if keep[i] {
+				continue
+			}
+			if uses(src, u.name) {
+				keep[i], changed = true, true
+				continue
+			}
+			for j, v := range units {
+				if keep[j] && j != i && uses(strings.TrimPrefix(v.text, "local function "+v.name), u.name) {
+					keep[i], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(libSrc[:starts[0][0]])
+	for i, u := range units {
+		if keep[i] {
+			b.WriteString(u.text)
+		}
+	}
+	return b.String()
+}
 
 var (
 	//go:embed lua/open.lua

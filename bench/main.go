@@ -43,6 +43,7 @@ type params struct {
 	MemoryMessages int     `json:"memory_messages"`
 	IdleSeconds    float64 `json:"idle_seconds"`
 	InvMessages    int     `json:"inversion_messages"`
+	DrainMessages  int     `json:"drain_messages,omitempty"`
 }
 
 type machine struct {
@@ -62,6 +63,7 @@ type sysResult struct {
 	Take       *throughput `json:"take_only,omitempty"`
 	E2E        *throughput `json:"end_to_end,omitempty"`
 	E2EBatch   *throughput `json:"end_to_end_batched,omitempty"`
+	Drain      *throughput `json:"drain,omitempty"`
 	Pickup     *latency    `json:"idle_pickup_ms,omitempty"`
 	PickupRaw  []float64   `json:"idle_pickup_samples_ms,omitempty"`
 	Late       *latency    `json:"delayed_lateness_ms,omitempty"`
@@ -110,14 +112,16 @@ func main() {
 	// that keep the ratios steady, with few scale points. -full measures
 	// every point at the sizes the README's numbers come from.
 	p := params{Profile: "standard", Quick: true, Messages: 10000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 5,
-		PickupSamples: 100, DelayedSamples: 100, MemoryMessages: 10000, IdleSeconds: 2, InvMessages: 400}
+		PickupSamples: 100, DelayedSamples: 100, MemoryMessages: 10000, IdleSeconds: 2, InvMessages: 400,
+		DrainMessages: 50000}
 	switch {
 	case *quick && *full:
 		fatal(fmt.Errorf("-quick and -full exclude each other"))
 	case *full:
 		*seeds = true
 		p = params{Profile: "full", Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
-			PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000}
+			PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000,
+			DrainMessages: 1000000}
 	case *quick:
 		*seeds = true
 		p = params{Profile: "quick", Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
@@ -149,6 +153,8 @@ func main() {
 		newPrioq(client, false, prioq.AtMostOnce),
 		newPrioq(client, true, prioq.AtLeastOnce),
 		newPrioq(client, true, prioq.AtMostOnce),
+		newPrioqRun(client, 1),
+		newPrioqRun(client, 4),
 		newRawLists(client),
 		newRawPipelined(client),
 		&seed002{seedBase{c: client}},
@@ -250,6 +256,32 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 		}
 	}
 	limit := time.Duration(p.PhaseLimit * float64(time.Second))
+	// Drain a pre-filled queue: the reliable single-call and Run shapes and
+	// the raw loop they are compared with, all with the same 32 workers.
+	drained := func() {
+		if p.DrainMessages == 0 {
+			return
+		}
+		ps, isPrioq := s.(*prioqSystem)
+		if !(isPrioq && ps.mode == prioq.AtLeastOnce && ps.layout.String() == prioq.Levels(levels).String()) && s.Name() != "raw list loop (seed 001)" {
+			return
+		}
+		t, err := drain(ctx, c, s, p.DrainMessages, p.Workers, 20*limit)
+		note("drain", err)
+		if err == nil {
+			r.Drain = &t
+		}
+	}
+	if ps, ok := s.(*prioqSystem); ok && ps.run > 0 {
+		// Run systems: only the shapes users run Run in.
+		single, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 1, p.Workers, 1, limit)
+		note("end to end", err)
+		if err == nil {
+			r.E2E = &single
+		}
+		drained()
+		return r
+	}
 
 	// Enqueue only, then take only (the queue is full from the first phase).
 	if err := s.Prepare(ctx); err == nil {
@@ -314,6 +346,7 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 	if err == nil && inv >= 0 {
 		r.Inversions, r.InvOf = &inv, of
 	}
+	drained()
 	return r
 }
 

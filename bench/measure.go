@@ -202,6 +202,40 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 	return t, nil
 }
 
+// drain enqueues n messages first (batches of 1,000, levels spread), then
+// measures how fast workers consume them all, with server INFO deltas around
+// the consuming only: the form in which River and Sidekiq publish numbers.
+func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit time.Duration) (throughput, error) {
+	if err := s.Prepare(ctx); err != nil {
+		return throughput{}, err
+	}
+	defer s.Cleanup(ctx)
+	if err := produce(ctx, s, n, 4, 1000); err != nil {
+		return throughput{}, err
+	}
+	cnt := newCounter(n)
+	before, err := readStats(ctx, c)
+	if err != nil {
+		return throughput{}, err
+	}
+	took, err := consumeUntil(ctx, s, workers, 1, cnt, limit)
+	if err != nil {
+		return throughput{}, err
+	}
+	after, err := readStats(ctx, c)
+	if err != nil {
+		return throughput{}, err
+	}
+	handled := cnt.n.Load()
+	t := throughput{Handled: handled, Target: n, Seconds: took.Seconds(), Duplicates: cnt.dups.Load(), TimedOut: handled < int64(n)}
+	if handled > 0 {
+		t.Rate = float64(handled) / took.Seconds()
+		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
+		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
+	}
+	return t, nil
+}
+
 type latency struct {
 	P50, P99, Max float64 // ms
 	Samples       int

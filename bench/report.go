@@ -224,18 +224,43 @@ func comparison(b *strings.Builder, r *report) {
 		}
 		return fmt.Sprintf("%.2f×", s.E2E.Rate/ref.E2E.Rate)
 	}
-	b.WriteString("\n### Comparison (end to end, single calls, same run)\n\n")
-	b.WriteString("| system | reliable | priorities | msg/s | vs raw list loop | vs asynq | Redis CPU µs/msg | idle pickup p50 ms |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n### Comparison (end to end, 32 workers, same run)\n\n")
+	b.WriteString("Redis CPU µs per message (INFO cpu, enqueue + take + ack) is what bounds one Redis: the ceiling column is 10⁶ / that, the messages per second one fully busy Redis core would carry.\n\n")
+	b.WriteString("| system | reliable | priorities | msg/s | vs raw list loop | vs asynq | Redis CPU µs/msg | ceiling msg/s per Redis core | idle pickup p50 ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Systems {
 		if !strings.HasPrefix(s.Name, "prioq") && s != raw && s != peer {
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, yes(s.Reliable), yes(s.Priorities),
-			tput(s.E2E), ratio(s, raw), ratio(s, peer), cpu(s.E2E), p50(s.Pickup))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, yes(s.Reliable), yes(s.Priorities),
+			tput(s.E2E), ratio(s, raw), ratio(s, peer), cpu(s.E2E), ceiling(s.E2E), p50(s.Pickup))
+	}
+	var drains []*sysResult
+	for _, s := range r.Systems {
+		if s.Drain != nil {
+			drains = append(drains, s)
+		}
+	}
+	if len(drains) > 0 {
+		fmt.Fprintf(b, "\n#### Drain %d pre-enqueued messages (32 workers)\n\n", r.Params.DrainMessages)
+		b.WriteString("| system | msg/s | vs raw list loop | Redis CPU µs/msg | ceiling msg/s per Redis core |\n|---|---|---|---|---|\n")
+		for _, s := range drains {
+			x := "–"
+			if raw != nil && raw.Drain != nil && raw.Drain.Rate > 0 {
+				x = fmt.Sprintf("%.2f×", s.Drain.Rate/raw.Drain.Rate)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", s.Name, tput(s.Drain), x, cpu(s.Drain), ceiling(s.Drain))
+		}
 	}
 	if peer == nil {
 		b.WriteString("\nasynq was not run (-quick, -no-asynq or -only).\n")
 	}
+}
+
+func ceiling(t *throughput) string {
+	if t == nil || t.CPUPerMsg <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", 1e6/t.CPUPerMsg)
 }
 
 func p50(l *latency) string {

@@ -66,6 +66,19 @@ type prioqSystem struct {
 	qname  string
 	q      *prioq.Queue
 	prio   func(level int) int64
+	// run, when above 0, makes Consume use Run on this many consumers
+	// (Concurrency workers/run each): the shape users run, with batched
+	// fetches and acks. 0: single Receive/Ack calls.
+	run int
+}
+
+// newPrioqRun is the levels, AtLeastOnce system consumed by Run on
+// `consumers` consumers.
+func newPrioqRun(c radix.Client, consumers int) *prioqSystem {
+	s := newPrioq(c, false, prioq.AtLeastOnce)
+	s.run = consumers
+	s.name = fmt.Sprintf("prioq levels reliable, Run %d×%d", consumers, 32/consumers)
+	return s
 }
 
 func newPrioq(c radix.Client, rangeLayout bool, mode prioq.Mode) *prioqSystem {
@@ -122,6 +135,9 @@ func (s *prioqSystem) EnqueueAt(ctx context.Context, level int, p []byte, due ti
 // (Receive + Ack) or batched ones (ReceiveBatch + AckBatch): the same shape as
 // the raw loops it is compared with. Only the first consumer promotes.
 func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle func([]byte)) error {
+	if s.run > 0 {
+		return s.consumeRun(ctx, workers, handle)
+	}
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for w := 0; w < workers; w++ {
@@ -165,6 +181,35 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 		return err
 	}
 	return nil
+}
+
+// consumeRun runs s.run consumers, each Run with Concurrency workers/s.run.
+func (s *prioqSystem) consumeRun(ctx context.Context, workers int, handle func([]byte)) error {
+	per := max(1, workers/s.run)
+	errs := make(chan error, s.run)
+	for i := 0; i < s.run; i++ {
+		cons, err := s.q.NewConsumer(prioq.ConsumerConfig{Concurrency: per, NoPromoter: i > 0})
+		if err != nil {
+			return err
+		}
+		go func() {
+			err := cons.Run(ctx, func(_ context.Context, m *prioq.Message) error {
+				handle(m.Payload)
+				return nil
+			})
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = cons.Close(cctx)
+			cancel()
+			errs <- err
+		}()
+	}
+	var first error
+	for i := 0; i < s.run; i++ {
+		if err := <-errs; err != nil && first == nil && ctx.Err() == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (s *prioqSystem) Cleanup(ctx context.Context) {

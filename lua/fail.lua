@@ -52,20 +52,26 @@ if not lane then
   return bury('0||' .. now .. '|' .. #why .. '|' .. why .. rec)
 end
 local key = KEYS[9 + lane]
+-- The stored attempts count the deliveries before this one (take does not
+-- rewrite the message): this delivery makes a.
 local a = attempts(member, off)
+if a then a = a + 1 end
 local env = string.sub(member, off + 1)
 if #env == 0 then env = member end -- too short to hold a sequence: keep it whole
 
 if op == FAIL_RELEASE then
   need(key, lane_type(kind))
   need(KEYS[6], 'zset')
-  if a and a > 0 then member = with_attempts(member, off, a - 1) end
   finish()
   if kind == KIND_LEVELS then redis.call('LPUSH', key, member) else redis.call('ZADD', key, score, member) end
   redis.call('ZADD', KEYS[6], 0, WAKE)
   return 1
 end
 local id = env_id(env, 0)
+if op ~= FAIL_BURY and a and id then
+  env = with_attempts(env, 0, a)
+  member = with_attempts(member, off, a)
+end
 if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
   return bury(lane .. '|' .. score .. '|' .. now .. '|' .. #reason .. '|' .. reason .. env)
 end

@@ -39,12 +39,20 @@ if #tokens > 0 then
       if not lane then
         local why = 'corrupt in-flight record'
         deads[#deads + 1] = '0||' .. now .. '|' .. #why .. '|' .. why .. rec
-      elseif (attempts(member, off) or 0) >= maxa then
-        local why = 'lease expired'
-        deads[#deads + 1] = lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. string.sub(member, off + 1)
       else
-        add(lane, score, member)
-        back = back + 1
+        -- The expired delivery counts now: take left the message as it was.
+        local a = attempts(member, off)
+        if a then
+          a = a + 1
+          member = with_attempts(member, off, a)
+        end
+        if (a or 0) >= maxa then
+          local why = 'lease expired'
+          deads[#deads + 1] = lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. string.sub(member, off + 1)
+        else
+          add(lane, score, member)
+          back = back + 1
+        end
       end
     end
   end
