@@ -3,6 +3,7 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -58,6 +59,11 @@ type ConsumerConfig struct {
 	// RetryInterval is how long background loops wait after a Redis error.
 	// Defaults to DefaultRetryInterval.
 	RetryInterval time.Duration
+
+	// Middleware wraps the handler of every Run call, the first one
+	// outermost: tracing, metrics, logging around each delivery. None by
+	// default.
+	Middleware []Middleware
 
 	// OnError receives errors of background work (promotion, sweeps, acks in
 	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
@@ -170,7 +176,12 @@ func (c *Consumer) goBackground(f func(context.Context)) {
 }
 
 func (c *Consumer) report(err error) {
-	if c.cfg.OnError != nil && err != nil {
+	if err == nil {
+		return
+	}
+	c.q.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "prioq: background error",
+		slog.String("queue", c.q.name), slog.Any("error", err))
+	if c.cfg.OnError != nil {
 		c.cfg.OnError(err)
 	}
 }

@@ -81,6 +81,14 @@
 // Dialer for the radix pools prioq runs on: it makes a pool drop half-open
 // connections (see Dialer for why radix alone keeps them).
 //
+// # Headers, middleware, logs
+//
+// Headers (a string map, the Headers option) travel with a message through
+// delays, retries, redeliveries and dead letters. ConsumerConfig.Middleware
+// wraps Run's handler and Config.EnqueueMiddleware every enqueue, for
+// tracing and metrics; Config.Logger (log/slog) receives background errors,
+// redeliveries, dead letters and corrupt messages with their attributes.
+//
 // # Conventions
 //
 // Every call that takes a ctx returns when ctx ends, and its doc says what

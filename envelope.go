@@ -1,10 +1,12 @@
 package prioq
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -12,7 +14,7 @@ import (
 // The stored form of a message is a compact, versioned binary envelope:
 //
 //	offset size field
-//	0      1    version (1)
+//	0      1    version: 1, or 2 when the message has headers
 //	1      1    flags: bit 0 = the id was given by the producer (it is in the ids set)
 //	2      8    priority, int64 big-endian
 //	10     8    enqueue time, unix ms, int64 big-endian
@@ -21,13 +23,21 @@ import (
 //	            leaves the bytes as they are)
 //	22     1    id length n (1..128)
 //	23     n    id
-//	23+n   ...  payload (at least one byte)
+//	23+n   ...  version 2 only: the headers, then
+//	            payload (at least one byte)
+//
+// Headers (version 2) are a uvarint count (1..MaxHeaders), then per header,
+// sorted by key, a uvarint key length, the key, a uvarint value length and the
+// value. A message without headers is written as version 1, byte for byte as
+// before headers existed, so they cost nothing when unused, and messages
+// stored by earlier versions decode unchanged.
 //
 // The Lua scripts read the flags, the attempts and the id: scripts.go gives
 // them these offsets as constants (protocol.go), so a change here reaches
 // them. Bump the version when changing the layout.
 const (
 	envVersion     = 1
+	envVersionHdr  = 2
 	envOffFlags    = 1
 	envOffPriority = 2
 	envOffEnqueued = 10
@@ -44,12 +54,97 @@ type envelope struct {
 	Priority   int64
 	EnqueuedMs int64
 	Attempts   uint32
+	Headers    map[string]string
 	Payload    []byte
 }
 
+// Limits of headers: Enqueue refuses more with ErrInvalidHeader.
+const (
+	// MaxHeaders is the most headers one message carries.
+	MaxHeaders = 64
+
+	// MaxHeaderKey is the longest header key, in bytes (at least 1).
+	MaxHeaderKey = 256
+
+	// MaxHeaderBytes bounds all keys and values of one message together.
+	MaxHeaderBytes = 16 << 10
+)
+
+// validateHeaders checks h against the limits above.
+func validateHeaders(h map[string]string) error {
+	if len(h) > MaxHeaders {
+		return fmt.Errorf("%w: %d headers (limit %d)", ErrInvalidHeader, len(h), MaxHeaders)
+	}
+	total := 0
+	for k, v := range h {
+		if len(k) == 0 || len(k) > MaxHeaderKey {
+			return fmt.Errorf("%w: key of %d bytes (want 1..%d)", ErrInvalidHeader, len(k), MaxHeaderKey)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxHeaderBytes {
+		return fmt.Errorf("%w: %d bytes of keys and values (limit %d)", ErrInvalidHeader, total, MaxHeaderBytes)
+	}
+	return nil
+}
+
+// appendHeaders writes h in its canonical form: sorted keys, minimal uvarints.
+func appendHeaders(b []byte, h map[string]string) []byte {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(h[k])))
+		b = append(b, h[k]...)
+	}
+	return b
+}
+
+// readHeaders parses the headers at the start of b and returns them and the
+// bytes after them. Anything but the canonical form of valid headers is
+// ErrCorrupt, so that every envelope has exactly one encoding.
+func readHeaders(b []byte) (map[string]string, []byte, error) {
+	rest := b
+	next := func() (string, bool) {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			return "", false
+		}
+		s := string(rest[k : k+int(n)])
+		rest = rest[k+int(n):]
+		return s, true
+	}
+	count, k := binary.Uvarint(rest)
+	if k <= 0 || count == 0 || count > MaxHeaders {
+		return nil, nil, fmt.Errorf("%w: header count", ErrCorrupt)
+	}
+	rest = rest[k:]
+	h := make(map[string]string, count)
+	for i := uint64(0); i < count; i++ {
+		key, ok1 := next()
+		val, ok2 := next()
+		if !ok1 || !ok2 {
+			return nil, nil, fmt.Errorf("%w: header %d", ErrCorrupt, i)
+		}
+		h[key] = val
+	}
+	if validateHeaders(h) != nil || !bytes.Equal(appendHeaders(nil, h), b[:len(b)-len(rest)]) {
+		return nil, nil, fmt.Errorf("%w: headers not in canonical form", ErrCorrupt)
+	}
+	return h, rest, nil
+}
+
 func (e *envelope) encode() []byte {
-	b := make([]byte, envHeaderLen+len(e.ID)+len(e.Payload))
+	b := make([]byte, envHeaderLen, envHeaderLen+len(e.ID)+len(e.Payload)+e.headersSize())
 	b[0] = envVersion
+	if len(e.Headers) > 0 {
+		b[0] = envVersionHdr
+	}
 	if e.CallerID {
 		b[envOffFlags] = flagCallerID
 	}
@@ -57,9 +152,23 @@ func (e *envelope) encode() []byte {
 	binary.BigEndian.PutUint64(b[envOffEnqueued:], uint64(e.EnqueuedMs))
 	binary.BigEndian.PutUint32(b[envOffAttempt:], e.Attempts)
 	b[envOffIDLen] = byte(len(e.ID))
-	copy(b[envHeaderLen:], e.ID)
-	copy(b[envHeaderLen+len(e.ID):], e.Payload)
-	return b
+	b = append(b, e.ID...)
+	if len(e.Headers) > 0 {
+		b = appendHeaders(b, e.Headers)
+	}
+	return append(b, e.Payload...)
+}
+
+// headersSize is an upper bound of the encoded headers' size.
+func (e *envelope) headersSize() int {
+	if len(e.Headers) == 0 {
+		return 0
+	}
+	n := binary.MaxVarintLen64
+	for k, v := range e.Headers {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	return n
 }
 
 // decodeEnvelope parses b. It never panics; anything it cannot read is ErrCorrupt.
@@ -69,7 +178,7 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if len(b) < envHeaderLen {
 		return e, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(b))
 	}
-	if b[0] != envVersion {
+	if b[0] != envVersion && b[0] != envVersionHdr {
 		return e, fmt.Errorf("%w: unknown envelope version %d", ErrCorrupt, b[0])
 	}
 	if b[envOffFlags]&^flagCallerID != 0 {
@@ -87,7 +196,18 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if err := validateID(e.ID); err != nil {
 		return e, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	e.Payload = b[envHeaderLen+n:]
+	rest := b[envHeaderLen+n:]
+	if b[0] == envVersionHdr {
+		h, after, err := readHeaders(rest)
+		if err != nil {
+			return e, err
+		}
+		e.Headers, rest = h, after
+	}
+	if len(rest) == 0 {
+		return e, fmt.Errorf("%w: no payload", ErrCorrupt)
+	}
+	e.Payload = rest
 	return e, nil
 }
 

@@ -189,6 +189,7 @@ func TestLowerASCII(t *testing.T) {
 func FuzzEnvelopeDecode(f *testing.F) {
 	good := (&envelope{ID: "abc", CallerID: true, Priority: -7, EnqueuedMs: 1700000000000, Attempts: 3, Payload: []byte("hello")}).encode()
 	f.Add(good)
+	f.Add((&envelope{ID: "abc", Headers: map[string]string{"a": "1", "traceparent": "00-x"}, Payload: []byte("p")}).encode())
 	f.Add(good[:envHeaderLen])
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255})
@@ -212,13 +213,79 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 			t.Skip()
 		}
 		in := envelope{ID: id, CallerID: caller, Priority: prio, EnqueuedMs: ms, Attempts: attempts, Payload: payload}
+		if len(payload)%2 == 0 { // half of the cases carry headers made of the inputs
+			in.Headers = map[string]string{"id": id, "payload": string(payload)}
+		}
 		out, err := decodeEnvelope(in.encode())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if out.ID != in.ID || out.CallerID != in.CallerID || out.Priority != in.Priority ||
-			out.EnqueuedMs != in.EnqueuedMs || out.Attempts != in.Attempts || !bytes.Equal(out.Payload, in.Payload) {
+			out.EnqueuedMs != in.EnqueuedMs || out.Attempts != in.Attempts || !bytes.Equal(out.Payload, in.Payload) ||
+			len(out.Headers) != len(in.Headers) || out.Headers["id"] != in.Headers["id"] || out.Headers["payload"] != in.Headers["payload"] {
 			t.Fatalf("%+v decoded as %+v", in, out)
 		}
 	})
+}
+
+// A message without headers is stored exactly as before headers existed
+// (version 1), so old messages decode and new ones cost nothing extra; with
+// headers it is version 2 and the headers come back as they went in.
+func TestEnvelopeHeaders(t *testing.T) {
+	plain := envelope{ID: "m-1", Priority: 4, EnqueuedMs: 99, Attempts: 2, Payload: []byte("body")}
+	v1 := plain.encode()
+	// The version 1 layout written by hand, as prioq before headers wrote it.
+	old := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 0, 2, 3}, "m-1body"...)
+	assert.Equal(t, old, v1, "no headers: version 1, byte for byte")
+	got, err := decodeEnvelope(old)
+	require.NoError(t, err)
+	assert.Zero(t, len(got.Headers))
+	assert.True(t, got.Headers == nil, "no map when there are no headers")
+	assert.Equal(t, "body", string(got.Payload))
+
+	with := plain
+	with.Headers = map[string]string{"traceparent": "00-abc-01", "tenant": "", "z": strings.Repeat("v", 300)}
+	b := with.encode()
+	assert.Equal(t, byte(2), b[0])
+	assert.Equal(t, v1[1:envHeaderLen+3], b[1:envHeaderLen+3], "the fixed part, read by Lua, is unchanged")
+	got, err = decodeEnvelope(b)
+	require.NoError(t, err)
+	assert.Equal(t, with.Headers, got.Headers)
+	assert.Equal(t, "body", string(got.Payload))
+	assert.Equal(t, b, got.encode(), "one encoding per envelope")
+}
+
+// Only the canonical form of valid headers decodes: anything else is
+// ErrCorrupt, never a panic.
+func TestEnvelopeHeadersCorrupt(t *testing.T) {
+	head := (&envelope{ID: "m", Payload: []byte("p")}).encode()[:envHeaderLen+1]
+	head[0] = envVersionHdr
+	hdr := func(parts ...[]byte) []byte {
+		b := append([]byte(nil), head...)
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	kv := func(k, v string) []byte {
+		b := binary.AppendUvarint(nil, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		return append(b, v...)
+	}
+	for name, b := range map[string][]byte{
+		"no header at all":      hdr([]byte{0}, []byte("p")),
+		"count past the limit":  hdr(binary.AppendUvarint(nil, MaxHeaders+1), kv("a", "b"), []byte("p")),
+		"unsorted keys":         hdr([]byte{2}, kv("b", "1"), kv("a", "2"), []byte("p")),
+		"a key twice":           hdr([]byte{2}, kv("a", "1"), kv("a", "2"), []byte("p")),
+		"empty key":             hdr([]byte{1}, kv("", "1"), []byte("p")),
+		"overlong length":       hdr([]byte{1, 0x81, 0x00}, []byte("a"), kv("", "")[0:0], []byte{1, 'v'}, []byte("p")),
+		"value past the end":    hdr([]byte{1}, []byte{1, 'a', 9, 'v'}),
+		"no payload after them": hdr([]byte{1}, kv("a", "1")),
+		"truncated count":       hdr([]byte{0x80}),
+		"key longer than limit": hdr([]byte{1}, kv(strings.Repeat("k", MaxHeaderKey+1), ""), []byte("p")),
+	} {
+		_, err := decodeEnvelope(b)
+		assert.ErrorIs(t, err, ErrCorrupt, name)
+	}
 }

@@ -21,6 +21,9 @@ var (
 	// ErrInvalidOption is returned for an option that makes no sense (a negative
 	// delay, a batch size below 1, ...).
 	ErrInvalidOption = errors.New("prioq: invalid option")
+	// ErrInvalidHeader is returned for headers beyond MaxHeaders,
+	// MaxHeaderKey or MaxHeaderBytes, or with an empty key.
+	ErrInvalidHeader = errors.New("prioq: invalid header")
 	// ErrConfigMismatch is returned by Open when the queue already exists in Redis
 	// with another layout or delivery mode.
 	ErrConfigMismatch = errors.New("prioq: queue exists with a different configuration")

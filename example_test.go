@@ -124,3 +124,45 @@ func ExampleConsumer_Run() {
 	// Output:
 	// 10 true
 }
+
+// Headers carry metadata beside the payload; middleware sees every delivery.
+func ExampleConsumerConfig_middleware() {
+	ctx := context.Background()
+	client, err := radix.PoolConfig{}.New(ctx, "tcp", redisAddr())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	q, err := prioq.Open(ctx, client, "example-middleware", prioq.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Purge(ctx)
+	if _, err := q.Enqueue(ctx, []byte("report"), prioq.Headers(map[string]string{"tenant": "acme"})); err != nil {
+		fmt.Println(err)
+		return
+	}
+	logTenant := func(next prioq.Handler) prioq.Handler {
+		return func(ctx context.Context, m *prioq.Message) error {
+			fmt.Println("tenant", m.Headers["tenant"])
+			return next(ctx, m)
+		}
+	}
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{Middleware: []prioq.Middleware{logTenant}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cons.Close(ctx)
+	runCtx, stop := context.WithCancel(ctx)
+	_ = cons.Run(runCtx, func(ctx context.Context, m *prioq.Message) error {
+		fmt.Println("handled", string(m.Payload))
+		stop()
+		return nil
+	})
+	// Output:
+	// tenant acme
+	// handled report
+}

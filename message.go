@@ -30,6 +30,9 @@ type Message struct {
 	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
 	EnqueuedAt time.Time
 
+	// Headers are the headers it was enqueued with (nil without any).
+	Headers map[string]string
+
 	callerID bool
 	q        *Queue
 	raw      []byte // the lane entry as taken, to put it back on Close
@@ -59,11 +62,14 @@ type MessageInfo struct {
 
 	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
 	EnqueuedAt time.Time
+
+	// Headers are the headers it was enqueued with (nil without any).
+	Headers map[string]string
 }
 
 func newInfo(e envelope) MessageInfo {
 	return MessageInfo{ID: e.ID, Priority: e.Priority, Payload: e.Payload,
-		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs)}
+		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs), Headers: e.Headers}
 }
 
 func newMessage(e envelope) *Message {
@@ -73,6 +79,7 @@ func newMessage(e envelope) *Message {
 		Payload:    e.Payload,
 		Attempts:   int(e.Attempts),
 		EnqueuedAt: time.UnixMilli(e.EnqueuedMs),
+		Headers:    e.Headers,
 		callerID:   e.CallerID,
 	}
 }

@@ -19,7 +19,28 @@ type sendOptions struct {
 	delay       time.Duration
 	at          time.Time
 	id          string
+	headers     map[string]string
 	err         error
+}
+
+// Headers adds string headers to the message: metadata carried beside the
+// payload through delays, retries, redeliveries and dead letters (trace
+// context, a tenant, a content type). Several Headers options merge; a later
+// value of a key wins. Limits: MaxHeaders, MaxHeaderKey, MaxHeaderBytes
+// (ErrInvalidHeader). A message with headers is stored in envelope version
+// 2, which prioq before headers cannot read.
+func Headers(h map[string]string) Option {
+	return func(o *sendOptions) {
+		if len(h) == 0 {
+			return
+		}
+		if o.headers == nil {
+			o.headers = make(map[string]string, len(h))
+		}
+		for k, v := range h {
+			o.headers[k] = v
+		}
+	}
 }
 
 // Priority sets the message's priority; higher is served first. Without it a
@@ -102,6 +123,9 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if len(payload) == 0 {
 		return prepared{}, ErrEmptyPayload
 	}
+	if err := validateHeaders(o.headers); err != nil {
+		return prepared{}, err
+	}
 	if len(payload) > q.cfg.MaxPayload {
 		return prepared{}, fmt.Errorf("%w: %d bytes (limit %d)", ErrPayloadTooLarge, len(payload), q.cfg.MaxPayload)
 	}
@@ -128,7 +152,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if q.isRange() {
 		p.score = scoreOf(o.priority)
 	}
-	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Payload: payload}
+	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Headers: o.headers, Payload: payload}
 	p.env = e.encode()
 	return p, nil
 }
@@ -147,6 +171,16 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 // but not confirmed by enough replicas. Cancelling ctx abandons the call: the message may or may not
 // have been stored, so retry with an ID option to stay idempotent.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (string, error) {
+	if len(q.cfg.EnqueueMiddleware) > 0 {
+		res, err := q.enqueueChain(ctx, []EnqueueItem{{Payload: payload, Options: opts}})
+		if len(res) != 1 {
+			return "", err
+		}
+		if res[0].Err != nil {
+			return res[0].ID, res[0].Err
+		}
+		return res[0].ID, err
+	}
 	p, err := q.prepare(q.now(), payload, opts)
 	if err != nil {
 		return "", err
@@ -170,6 +204,33 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (st
 // stored, but not confirmed by enough replicas. Cancelling ctx abandons the
 // call, as for Enqueue.
 func (q *Queue) EnqueueBatch(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error) {
+	if len(q.cfg.EnqueueMiddleware) > 0 {
+		return q.enqueueChain(ctx, items)
+	}
+	return q.enqueueBatch(ctx, items)
+}
+
+// EnqueueFunc stores messages: the call an EnqueueMiddleware wraps. It
+// returns one EnqueueResult per item, as EnqueueBatch does.
+type EnqueueFunc func(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error)
+
+// EnqueueMiddleware wraps every Enqueue and EnqueueBatch of a queue (an
+// Enqueue is a batch of one item): to start a span and put its context in the
+// items' headers (append a Headers option), count, log. It may change the
+// items it passes on; it must return next's results for them.
+type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
+
+// enqueueChain runs items through Config.EnqueueMiddleware, the first one
+// outermost, down to enqueueBatch.
+func (q *Queue) enqueueChain(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error) {
+	f := EnqueueFunc(q.enqueueBatch)
+	for i := len(q.cfg.EnqueueMiddleware) - 1; i >= 0; i-- {
+		f = q.cfg.EnqueueMiddleware[i](f)
+	}
+	return f(ctx, items)
+}
+
+func (q *Queue) enqueueBatch(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}

@@ -79,6 +79,10 @@ type Config struct {
 	// most MaxBatch. Defaults to DefaultPromoteBatch.
 	PromoteBatch int
 
+	// EnqueueMiddleware wraps every Enqueue and EnqueueBatch, the first one
+	// outermost (see EnqueueMiddleware). None by default.
+	EnqueueMiddleware []EnqueueMiddleware
+
 	// CallTimeout is the deadline of a Redis call whose context has none,
 	// background calls included. Defaults to DefaultCallTimeout.
 	CallTimeout time.Duration

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,8 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 // bury moves a delivery that cannot be decoded to the dead-letter list with
 // the reason. On a Redis error the lease simply expires and the sweep retries.
 func (q *Queue) bury(ctx context.Context, token string, why error) {
+	q.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: corrupt message moved to the dead letters",
+		slog.String("queue", q.name), slog.String("token", token), slog.Any("error", why))
 	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
 }
 

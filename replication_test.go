@@ -102,6 +102,15 @@ func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEmpty(t, first)
 
+			// Everything so far is on the replica before it stalls, so that
+			// only what follows can be lost.
+			synced := infoValue(t, primary, "replication", "master_repl_offset")
+			require.Eventually(t, func() bool {
+				got, _ := strconv.ParseInt(infoValue(t, replica, "replication", "slave_repl_offset"), 10, 64)
+				want, _ := strconv.ParseInt(synced, 10, 64)
+				return got >= want
+			}, 10*time.Second, 5*time.Millisecond, "the replica catches up before the stall")
+
 			// Replication stalls: the replica stops taking the primary's stream
 			// (stopping its process would not do: the kernel keeps buffering
 			// the stream for it, and it catches up when it resumes).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -15,6 +16,11 @@ import (
 // ends (m.Extend moves that moment; context.Cause(ctx) is then
 // ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
+
+// Middleware wraps a Handler, for work around every delivery of Run:
+// tracing, metrics, logging. ConsumerConfig.Middleware applies them, the
+// first one outermost; what the outermost returns decides the ack or retry.
+type Middleware func(next Handler) Handler
 
 // Run feeds up to Concurrency handlers at once until ctx is done. It fetches
 // as many messages per round trip as there are free handlers, through the
@@ -28,6 +34,9 @@ type Handler func(ctx context.Context, m *Message) error
 // delivered again. Run returns ctx.Err() then, or ErrClosed after Close. Run
 // does not Close the consumer.
 func (c *Consumer) Run(ctx context.Context, h Handler) error {
+	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+		h = c.cfg.Middleware[i](h)
+	}
 	slots := make(chan struct{}, c.cfg.Concurrency)
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
@@ -121,12 +130,21 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ac
 	// lease deadline): a short context of its own.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.q.cfg.CallTimeout)
 	defer cancel()
+	log := c.q.cfg.Logger
 	switch {
 	case err == nil:
 		err = acker.ack(fctx, m)
-	case errors.Is(err, ErrSkipRetry):
-		err = c.q.failToken(fctx, m.token, 0, err.Error(), failDead)
+	case errors.Is(err, ErrSkipRetry) || m.Attempts >= c.q.cfg.MaxAttempts:
+		log.LogAttrs(ctx, slog.LevelWarn, "prioq: message dead-lettered", slog.String("queue", c.q.name),
+			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", err))
+		if errors.Is(err, ErrSkipRetry) {
+			err = c.q.failToken(fctx, m.token, 0, err.Error(), failDead)
+		} else {
+			err = m.Retry(fctx, 0, err.Error())
+		}
 	default:
+		log.LogAttrs(ctx, slog.LevelDebug, "prioq: handler failed, retrying", slog.String("queue", c.q.name),
+			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", err))
 		err = m.Retry(fctx, 0, err.Error())
 	}
 	if err != nil {

@@ -1,6 +1,9 @@
 package prioq
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // sweeper gives expired leases back (AtLeastOnce): every SweepInterval, with
 // jitter so that many consumers do not sweep in step, it runs the sweep
@@ -23,8 +26,12 @@ func (s *sweeper) run(ctx context.Context) {
 	for round := 0; sleepCtx(ctx, jitter(c.cfg.SweepInterval)); round++ {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
-			_, _, more, err := c.q.sweep(cctx, sweepBatch, round%metaEvery == 0)
+			back, dead, more, err := c.q.sweep(cctx, sweepBatch, round%metaEvery == 0)
 			cancel()
+			if back > 0 || dead > 0 {
+				c.q.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
+					slog.String("queue", c.q.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					c.report(err)
