@@ -65,6 +65,11 @@ type ConsumerConfig struct {
 	// default.
 	Middleware []Middleware
 
+	// OnSweep, when set, is called after each sweep that found expired
+	// leases (AtLeastOnce), with how many it delivered again and how many it
+	// moved to the dead letters: for metrics.
+	OnSweep func(redelivered, deadLettered int)
+
 	// OnError receives errors of background work (promotion, sweeps, acks in
 	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
 	OnError func(error)

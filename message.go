@@ -90,6 +90,22 @@ func newMessage(e envelope) *Message {
 // may be delivered to another consumer. Zero for AtMostOnce messages.
 func (m *Message) LeaseDeadline() time.Time { return m.deadline }
 
+// Queue is the name of the queue the message was delivered from ("" for a
+// Message not delivered by a Consumer).
+func (m *Message) Queue() string {
+	if m.q == nil {
+		return ""
+	}
+	return m.q.name
+}
+
+// LastAttempt reports whether a failure of this delivery sends the message
+// to the dead letters (AtLeastOnce: it has had Config.MaxAttempts
+// deliveries). Middleware uses it to count dead letters.
+func (m *Message) LastAttempt() bool {
+	return m.q != nil && m.token != "" && m.Attempts >= m.q.cfg.MaxAttempts
+}
+
 func (m *Message) leased() error {
 	if m.q == nil || m.token == "" {
 		return fmt.Errorf("prioq: message %q: %w", m.ID, ErrWrongMode)

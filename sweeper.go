@@ -28,6 +28,9 @@ func (s *sweeper) run(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
 			back, dead, more, err := c.q.sweep(cctx, sweepBatch, round%metaEvery == 0)
 			cancel()
+			if (back > 0 || dead > 0) && c.cfg.OnSweep != nil {
+				c.cfg.OnSweep(back, dead)
+			}
 			if back > 0 || dead > 0 {
 				c.q.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
 					slog.String("queue", c.q.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))

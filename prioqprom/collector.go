@@ -1,0 +1,132 @@
+// Package prioqprom exposes prioq queues to Prometheus: a
+// prometheus.Collector that reads each queue's Stats when it is scraped (one
+// round trip per queue, all queues at once, bounded by a timeout), so the
+// numbers are never older than the scrape.
+//
+// It is a module of its own, so that prioq itself depends on radix only.
+//
+//	reg.MustRegister(prioqprom.NewCollector(prioqprom.Config{Queues: []*prioq.Queue{q}}))
+//
+// Metrics, each labelled with the queue's name:
+//
+//	prioq_ready_messages{queue,lane}    ready messages per lane (0 = lowest priority)
+//	prioq_delayed_messages{queue}       messages waiting for their due time
+//	prioq_inflight_messages{queue}      messages leased to consumers (AtLeastOnce)
+//	prioq_dead_messages{queue}          the dead-letter list's length
+//	prioq_oldest_ready_age_seconds{queue} age of the oldest message at a lane's head
+//	prioq_paused{queue}                 1 while consumers are paused
+//	prioq_up{queue}                     1 when Stats answered within the timeout
+//
+// These are gauges of a queue's state. Counters of what happened (enqueued,
+// acked, retried, dead-lettered) come from the OpenTelemetry instrumentation.
+package prioqprom
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prioq/prioq"
+)
+
+// DefaultTimeout bounds the Stats calls of one scrape when Config.Timeout is 0.
+const DefaultTimeout = 5 * time.Second
+
+// Config configures a Collector.
+type Config struct {
+	// Queues are the queues to report. Their names must differ.
+	Queues []*prioq.Queue
+
+	// Namespace prefixes every metric name. Defaults to "prioq".
+	Namespace string
+
+	// Timeout bounds the Stats calls of one scrape. Defaults to
+	// DefaultTimeout. A queue whose Stats fails or times out reports only
+	// prioq_up 0.
+	Timeout time.Duration
+}
+
+// Collector is a prometheus.Collector of queue states.
+type Collector struct {
+	cfg                                       Config
+	ready, delayed, inflight, dead, age, paus *prometheus.Desc
+	up                                        *prometheus.Desc
+}
+
+// NewCollector returns a Collector of cfg.Queues.
+func NewCollector(cfg Config) *Collector {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "prioq"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(cfg.Namespace, "", name), help, append([]string{"queue"}, labels...), nil)
+	}
+	return &Collector{
+		cfg:      cfg,
+		ready:    d("ready_messages", "Ready messages per lane (lane 0 has the lowest priorities).", "lane"),
+		delayed:  d("delayed_messages", "Messages waiting for their due time."),
+		inflight: d("inflight_messages", "Messages leased to consumers (AtLeastOnce)."),
+		dead:     d("dead_messages", "Messages in the dead-letter list."),
+		age:      d("oldest_ready_age_seconds", "Age of the oldest message at the head of a lane; 0 when none is ready."),
+		paus:     d("paused", "1 while the queue's consumers are paused."),
+		up:       d("up", "1 when the queue's Stats answered within the scrape's timeout."),
+	}
+}
+
+// Describe sends the descriptions of every metric.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.up} {
+		ch <- d
+	}
+}
+
+// Collect reads every queue's Stats at once and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	type result struct {
+		st  prioq.Stats
+		err error
+	}
+	res := make([]result, len(c.cfg.Queues))
+	var wg sync.WaitGroup
+	for i, q := range c.cfg.Queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := q.Stats(ctx)
+			res[i] = result{st, err}
+		}()
+	}
+	wg.Wait()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for i, q := range c.cfg.Queues {
+		name := q.Name()
+		if res[i].err != nil {
+			gauge(c.up, 0, name)
+			continue
+		}
+		st := res[i].st
+		gauge(c.up, 1, name)
+		for lane, n := range st.Lanes {
+			gauge(c.ready, float64(n), name, strconv.Itoa(lane))
+		}
+		gauge(c.delayed, float64(st.Delayed), name)
+		gauge(c.inflight, float64(st.InFlight), name)
+		gauge(c.dead, float64(st.Dead), name)
+		gauge(c.age, st.OldestReady.Seconds(), name)
+		paused := 0.0
+		if st.Paused {
+			paused = 1
+		}
+		gauge(c.paus, paused, name)
+	}
+}

@@ -1,0 +1,153 @@
+package prioqprom
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisfind"
+)
+
+var client radix.Client
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	srv, err := redisfind.Find(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prioqprom tests need Redis:", err)
+		os.Exit(1)
+	}
+	client, err = radix.PoolConfig{Size: 8}.New(context.Background(), "tcp", srv.Addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	client.Close()
+	srv.Stop()
+	os.Exit(code)
+}
+
+func open(t *testing.T, cfg prioq.Config) *prioq.Queue {
+	t.Helper()
+	q, err := prioq.Open(context.Background(), client, fmt.Sprintf("%s.%d", t.Name(), time.Now().UnixNano()), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
+	return q
+}
+
+// After known enqueues, a lease, a dead letter and a pause, a scrape reports
+// exactly those numbers, per queue and lane.
+func TestCollectorReportsStats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := open(t, prioq.Config{Layout: prioq.Levels(3), MaxAttempts: 1})
+	b := open(t, prioq.Config{Layout: prioq.Levels(2), Mode: prioq.AtMostOnce})
+	for i, p := range []int64{0, 2, 2, 2, 1} {
+		_, err := a.Enqueue(ctx, []byte("x"), prioq.Priority(p), prioq.ID(fmt.Sprintf("a-%d", i)))
+		require.NoError(t, err)
+	}
+	_, err := a.Enqueue(ctx, []byte("later"), prioq.Delay(time.Hour))
+	require.NoError(t, err)
+	_, err = b.Enqueue(ctx, []byte("y"), prioq.Priority(1))
+	require.NoError(t, err)
+
+	cons, err := a.NewConsumer(prioq.ConsumerConfig{})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	msgs, err := cons.ReceiveBatch(ctx, 2) // two of lane 2
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.NoError(t, msgs[0].Retry(ctx, 0, "dies")) // MaxAttempts 1: dead
+	require.NoError(t, a.Pause(ctx))
+
+	c := NewCollector(Config{Queues: []*prioq.Queue{a, b}})
+	want := fmt.Sprintf(`
+# HELP prioq_dead_messages Messages in the dead-letter list.
+# TYPE prioq_dead_messages gauge
+prioq_dead_messages{queue=%[1]q} 1
+prioq_dead_messages{queue=%[2]q} 0
+# HELP prioq_delayed_messages Messages waiting for their due time.
+# TYPE prioq_delayed_messages gauge
+prioq_delayed_messages{queue=%[1]q} 1
+prioq_delayed_messages{queue=%[2]q} 0
+# HELP prioq_inflight_messages Messages leased to consumers (AtLeastOnce).
+# TYPE prioq_inflight_messages gauge
+prioq_inflight_messages{queue=%[1]q} 1
+prioq_inflight_messages{queue=%[2]q} 0
+# HELP prioq_paused 1 while the queue's consumers are paused.
+# TYPE prioq_paused gauge
+prioq_paused{queue=%[1]q} 1
+prioq_paused{queue=%[2]q} 0
+# HELP prioq_ready_messages Ready messages per lane (lane 0 has the lowest priorities).
+# TYPE prioq_ready_messages gauge
+prioq_ready_messages{lane="0",queue=%[1]q} 1
+prioq_ready_messages{lane="1",queue=%[1]q} 1
+prioq_ready_messages{lane="2",queue=%[1]q} 1
+prioq_ready_messages{lane="0",queue=%[2]q} 0
+prioq_ready_messages{lane="1",queue=%[2]q} 1
+# HELP prioq_up 1 when the queue's Stats answered within the scrape's timeout.
+# TYPE prioq_up gauge
+prioq_up{queue=%[1]q} 1
+prioq_up{queue=%[2]q} 1
+`, a.Name(), b.Name())
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"prioq_dead_messages", "prioq_delayed_messages", "prioq_inflight_messages", "prioq_paused", "prioq_ready_messages", "prioq_up"))
+
+	// The oldest ready message's age grows with time.
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	time.Sleep(20 * time.Millisecond)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	ages := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == "prioq_oldest_ready_age_seconds" {
+			for _, m := range f.GetMetric() {
+				ages[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	assert.Greater(t, ages[a.Name()], 0.0)
+	assert.Less(t, ages[a.Name()], 20.0)
+	assert.Greater(t, ages[b.Name()], 0.0)
+}
+
+// A queue whose Redis is gone reports up 0 and nothing else, beside the
+// queues that answer, and the scrape ends within the timeout.
+func TestCollectorQueueDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := redisfind.StartBinary(ctx, "redis-server")
+	require.NoError(t, err)
+	own, err := radix.PoolConfig{Size: 2}.New(ctx, "tcp", srv.Addr)
+	require.NoError(t, err)
+	defer own.Close()
+	gone, err := prioq.Open(ctx, own, "gone", prioq.Config{Layout: prioq.Levels(2)})
+	require.NoError(t, err)
+	srv.Stop()
+	good := open(t, prioq.Config{Layout: prioq.Levels(3)})
+
+	c := NewCollector(Config{Queues: []*prioq.Queue{gone, good}, Timeout: time.Second})
+	start := time.Now()
+	want := fmt.Sprintf(`
+# HELP prioq_up 1 when the queue's Stats answered within the scrape's timeout.
+# TYPE prioq_up gauge
+prioq_up{queue="gone"} 0
+prioq_up{queue=%q} 1
+`, good.Name())
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Equal(t, 1+3+6, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 6 more for the good one")
+}
