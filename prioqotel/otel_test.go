@@ -20,28 +20,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prioq/prioq"
-	"github.com/prioq/prioq/internal/redisfind"
+	"github.com/prioq/prioq/internal/testkit"
 )
 
 var client radix.Client
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	srv, err := redisfind.Find(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "prioqotel tests need Redis:", err)
-		os.Exit(1)
-	}
-	client, err = radix.PoolConfig{Size: 16}.New(context.Background(), "tcp", srv.Addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	client.Close()
-	srv.Stop()
-	os.Exit(code)
+	os.Exit(testkit.RunWithRedis(m, 16, func(c radix.Client) { client = c }))
 }
 
 type fixture struct {

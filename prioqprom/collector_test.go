@@ -16,27 +16,13 @@ import (
 
 	"github.com/prioq/prioq"
 	"github.com/prioq/prioq/internal/redisfind"
+	"github.com/prioq/prioq/internal/testkit"
 )
 
 var client radix.Client
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	srv, err := redisfind.Find(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "prioqprom tests need Redis:", err)
-		os.Exit(1)
-	}
-	client, err = radix.PoolConfig{Size: 8}.New(context.Background(), "tcp", srv.Addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	client.Close()
-	srv.Stop()
-	os.Exit(code)
+	os.Exit(testkit.RunWithRedis(m, 8, func(c radix.Client) { client = c }))
 }
 
 func open(t *testing.T, cfg prioq.Config) *prioq.Queue {
