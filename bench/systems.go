@@ -70,6 +70,18 @@ type prioqSystem struct {
 	// (Concurrency workers/run each): the shape users run, with batched
 	// fetches and acks. 0: single Receive/Ack calls.
 	run int
+	// enqueueMW and handlerMW instrument the queue (see newPrioqRunWith).
+	enqueueMW func(queue string) prioq.EnqueueMiddleware
+	handlerMW prioq.Middleware
+}
+
+// newPrioqRunWith is newPrioqRun(c, 1) with middleware on both sides: what
+// instrumentation costs end to end, beside the same system without it.
+func newPrioqRunWith(c radix.Client, what string, enq func(queue string) prioq.EnqueueMiddleware, h prioq.Middleware) *prioqSystem {
+	s := newPrioqRun(c, 1)
+	s.name += ", " + what
+	s.enqueueMW, s.handlerMW = enq, h
+	return s
 }
 
 // newPrioqRun is the levels, AtLeastOnce system consumed by Run on
@@ -107,7 +119,11 @@ func (s *prioqSystem) Delays() bool     { return true }
 
 func (s *prioqSystem) Prepare(ctx context.Context) error {
 	s.qname = fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	q, err := prioq.Open(ctx, s.c, s.qname, prioq.Config{Layout: s.layout, Mode: s.mode, PromoteBatch: 512})
+	cfg := prioq.Config{Layout: s.layout, Mode: s.mode, PromoteBatch: 512}
+	if s.enqueueMW != nil {
+		cfg.EnqueueMiddleware = []prioq.EnqueueMiddleware{s.enqueueMW(s.qname)}
+	}
+	q, err := prioq.Open(ctx, s.c, s.qname, cfg)
 	s.q = q
 	return err
 }
@@ -188,7 +204,11 @@ func (s *prioqSystem) consumeRun(ctx context.Context, workers int, handle func([
 	per := max(1, workers/s.run)
 	errs := make(chan error, s.run)
 	for i := 0; i < s.run; i++ {
-		cons, err := s.q.NewConsumer(prioq.ConsumerConfig{Concurrency: per, NoPromoter: i > 0})
+		cfg := prioq.ConsumerConfig{Concurrency: per, NoPromoter: i > 0}
+		if s.handlerMW != nil {
+			cfg.Middleware = []prioq.Middleware{s.handlerMW}
+		}
+		cons, err := s.q.NewConsumer(cfg)
 		if err != nil {
 			return err
 		}
