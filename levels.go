@@ -1,6 +1,9 @@
 package prioq
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Layout says how a queue stores its ready messages. It is fixed when the queue
 // is created and stored in the queue's meta key.
@@ -85,4 +88,30 @@ func (l Layout) String() string {
 		return fmt.Sprintf("range:%d:%d:%d", l.lo, l.hi, l.segments)
 	}
 	return "invalid"
+}
+
+// ParseLayout reads a layout as Layout.String writes it ("levels:3",
+// "range:-100:100:8"), as stored in a queue's meta key; ErrInvalidLayout
+// otherwise.
+func ParseLayout(s string) (Layout, error) {
+	var l Layout
+	var a, b, c int64
+	switch {
+	case strings.HasPrefix(s, "levels:"):
+		if _, err := fmt.Sscanf(s, "levels:%d", &a); err != nil || fmt.Sprintf("levels:%d", a) != s {
+			return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+		}
+		l = Levels(int(a))
+	case strings.HasPrefix(s, "range:"):
+		if _, err := fmt.Sscanf(s, "range:%d:%d:%d", &a, &b, &c); err != nil || fmt.Sprintf("range:%d:%d:%d", a, b, c) != s {
+			return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+		}
+		l = Range(a, b, int(c))
+	default:
+		return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+	}
+	if err := l.validate(); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
 }

@@ -109,3 +109,16 @@ func TestLayoutDefaultPriority(t *testing.T) {
 		assert.Equal(t, tc.want, tc.l.defaultPriority(), tc.l.String())
 	}
 }
+
+// ParseLayout reads what String writes, and nothing else.
+func TestParseLayout(t *testing.T) {
+	for _, l := range []Layout{Levels(1), Levels(3), Levels(MaxLevels), Range(-100, 100, 8), Range(-MaxRangePriority, MaxRangePriority, 64)} {
+		got, err := ParseLayout(l.String())
+		require.NoError(t, err, l.String())
+		assert.Equal(t, l.String(), got.String())
+	}
+	for _, bad := range []string{"", "levels:", "levels:0", "levels:65", "levels:3x", "levels:03", "range:1:0:1", "range:0:10", "queue:3", " levels:3"} {
+		_, err := ParseLayout(bad)
+		assert.ErrorIs(t, err, ErrInvalidLayout, bad)
+	}
+}

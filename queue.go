@@ -254,6 +254,42 @@ func (q *Queue) checkEviction(ctx context.Context) error {
 }
 
 // Name is the queue's name.
+// OpenExisting opens a queue that exists in Redis with the layout and mode
+// stored in its meta key, for tools that operate queues they did not create
+// (the prioq command, dashboards): cfg's other fields apply as for Open, its
+// Layout and Mode are ignored. ErrNotFound when the queue has no meta key.
+// Cancelling ctx abandons the call.
+func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queue, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	k := newKeySet(name, 1)
+	var got []string
+	if err := doBounded(ctx, c, DefaultCallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
+		return nil, fmt.Errorf("prioq: open %q: %w", name, err)
+	}
+	if len(got) != 2 || got[0] == "" {
+		return nil, fmt.Errorf("prioq: open %q: %w: no such queue", name, ErrNotFound)
+	}
+	layout, err := ParseLayout(got[0])
+	if err != nil {
+		return nil, fmt.Errorf("prioq: open %q: stored %w", name, err)
+	}
+	switch got[1] {
+	case AtLeastOnce.String():
+		cfg.Mode = AtLeastOnce
+	case AtMostOnce.String():
+		cfg.Mode = AtMostOnce
+	default:
+		return nil, fmt.Errorf("prioq: open %q: %w: stored mode %q", name, ErrConfigMismatch, got[1])
+	}
+	cfg.Layout = layout
+	return Open(ctx, c, name, cfg)
+}
+
 func (q *Queue) Name() string { return q.name }
 
 // Mode is the queue's delivery mode.

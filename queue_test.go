@@ -368,3 +368,18 @@ func TestDecodeLaneEntry(t *testing.T) {
 	_, err = rng.decodeLaneEntry(nil)
 	assert.ErrorIs(t, err, ErrCorrupt)
 }
+
+// OpenExisting takes the layout and mode from the meta key.
+func TestOpenExisting(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Range(-5, 5, 2), Mode: AtMostOnce})
+	got, err := OpenExisting(ctx, c, q.Name(), Config{Layout: Levels(7)})
+	require.NoError(t, err)
+	assert.Equal(t, q.Layout().String(), got.Layout().String())
+	assert.Equal(t, AtMostOnce, got.Mode())
+	_, err = OpenExisting(ctx, c, q.Name()+".missing", Config{})
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = OpenExisting(ctx, c, "", Config{})
+	assert.ErrorIs(t, err, ErrInvalidName)
+}

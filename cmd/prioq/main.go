@@ -1,0 +1,506 @@
+// Command prioq operates prioq queues from a shell: list them, read their
+// state, peek, enqueue, cancel, handle dead letters, pause, resume and purge.
+//
+//	prioq [--url URL] <command> [flags] [args]
+//
+// The URL (or $PRIOQ_URL; default redis://127.0.0.1:6379) is
+// redis://[user:password@]host:port[/db], rediss:// for TLS,
+// redis+sentinel://host:port[,host:port...]/master, or
+// redis+cluster://host:port[,host:port...].
+//
+// Exit codes: 0 done; 1 the operation failed (a Redis error, an id not
+// found); 2 bad input: a usage error, an unknown queue, a priority outside
+// the queue's layout, Redis unreachable. Errors are one line on stderr.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq"
+)
+
+const usage = `usage: prioq [--url URL] <command> [flags] [args]
+
+commands:
+  queues                          list the queues (their meta keys)
+  stats <queue> [--json] [--watch D]
+  peek <queue> [-n N] [--payload]
+  enqueue <queue> [--priority P] [--delay D] [--id ID] [--header k=v]... [payload | -]
+  cancel <queue> <id>
+  dead <queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]
+  pause <queue> | resume <queue>
+  purge <queue> [--yes]
+`
+
+// exitError carries an exit code with its one-line message.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func bad(format string, a ...any) error { return &exitError{2, fmt.Sprintf(format, a...)} }
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout)
+	if err == nil {
+		return
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	} else if isBadInput(err) {
+		code = 2
+	}
+	fmt.Fprintln(os.Stderr, "prioq:", strings.TrimPrefix(err.Error(), "prioq: "))
+	os.Exit(code)
+}
+
+// isBadInput tells prioq's input errors from failures.
+func isBadInput(err error) bool {
+	for _, e := range []error{prioq.ErrInvalidPriority, prioq.ErrInvalidID, prioq.ErrInvalidName, prioq.ErrEmptyPayload,
+		prioq.ErrPayloadTooLarge, prioq.ErrInvalidOption, prioq.ErrInvalidHeader, prioq.ErrWrongMode} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	global := flag.NewFlagSet("prioq", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	def := os.Getenv("PRIOQ_URL")
+	if def == "" {
+		def = "redis://127.0.0.1:6379"
+	}
+	rawURL := global.String("url", def, "")
+	if err := global.Parse(args); err != nil || global.NArg() == 0 {
+		return bad("%s", strings.TrimSpace(usage))
+	}
+	cmd, rest := global.Arg(0), global.Args()[1:]
+	if cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	known := map[string]bool{"queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
+		"dead": true, "pause": true, "resume": true, "purge": true}
+	if !known[cmd] {
+		return bad("unknown command %q (prioq help lists them)", cmd)
+	}
+	client, err := connect(ctx, *rawURL)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if cmd == "queues" {
+		return listQueues(ctx, client, stdout)
+	}
+	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+		return bad("%s needs a queue name", cmd)
+	}
+	q, err := prioq.OpenExisting(ctx, client, rest[0], prioq.Config{AllowEviction: true, Logger: quietLogger()})
+	if errors.Is(err, prioq.ErrNotFound) {
+		return bad("no queue %q", rest[0])
+	}
+	if err != nil {
+		return err
+	}
+	rest = rest[1:]
+	switch cmd {
+	case "stats":
+		return stats(ctx, q, rest, stdout)
+	case "peek":
+		return peek(ctx, q, rest, stdout)
+	case "enqueue":
+		return enqueue(ctx, q, rest, stdin, stdout)
+	case "cancel":
+		if len(rest) != 1 {
+			return bad("usage: prioq cancel <queue> <id>")
+		}
+		if err := q.Cancel(ctx, rest[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "cancelled %s\n", rest[0])
+		return nil
+	case "dead":
+		return dead(ctx, q, rest, stdin, stdout)
+	case "pause", "resume":
+		if len(rest) != 0 {
+			return bad("usage: prioq %s <queue>", cmd)
+		}
+		f := q.Pause
+		if cmd == "resume" {
+			f = q.Resume
+		}
+		if err := f(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %sd\n", q.Name(), cmd)
+		return nil
+	default: // purge
+		fs := newFlags("purge")
+		yes := fs.Bool("yes", false, "")
+		if _, err := parse(fs, rest, 0); err != nil {
+			return err
+		}
+		if !*yes && !confirm(stdin, stdout, fmt.Sprintf("delete every waiting message of %q?", q.Name())) {
+			return &exitError{1, "not confirmed: nothing deleted (--yes skips the question)"}
+		}
+		n, err := q.Purge(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "purged %d messages\n", n)
+		return nil
+	}
+}
+
+// redisClient is what the three kinds of client (pool, Sentinel, Cluster)
+// have in common.
+type redisClient interface {
+	Do(context.Context, radix.Action) error
+	Close() error
+}
+
+// connect opens a client for the URL and checks that Redis answers.
+func connect(ctx context.Context, raw string) (redisClient, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, bad("bad --url %q: want redis://host:port, rediss://, redis+sentinel:// or redis+cluster://", raw)
+	}
+	dc := prioq.DialerConfig{}
+	if u.User != nil {
+		dc.Base.AuthUser = u.User.Username()
+		dc.Base.AuthPass, _ = u.User.Password()
+		if _, set := u.User.Password(); !set { // redis://password@host
+			dc.Base.AuthUser, dc.Base.AuthPass = "", u.User.Username()
+		}
+	}
+	path := strings.Trim(u.Path, "/")
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var client redisClient
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Scheme == "rediss" {
+			dc.TLS = &tls.Config{ServerName: u.Hostname()}
+		}
+		if path != "" {
+			if _, err := strconv.Atoi(path); err != nil {
+				return nil, bad("bad database %q in --url", path)
+			}
+			dc.Base.SelectDB = path
+		}
+		var pool radix.Client
+		pool, err = radix.PoolConfig{Size: 4, Dialer: prioq.Dialer(dc)}.New(cctx, "tcp", u.Host)
+		client = pool
+	case "redis+sentinel":
+		if path == "" {
+			return nil, bad("redis+sentinel:// needs the master's name as its path")
+		}
+		var sc *radix.Sentinel
+		sc, err = (radix.SentinelConfig{PoolConfig: radix.PoolConfig{Size: 4, Dialer: prioq.Dialer(dc)}}).New(cctx, path, strings.Split(u.Host, ","))
+		client = sc
+	case "redis+cluster":
+		var cl *radix.Cluster
+		cl, err = (radix.ClusterConfig{PoolConfig: radix.PoolConfig{Size: 4, Dialer: prioq.Dialer(dc)}}).New(cctx, strings.Split(u.Host, ","))
+		client = cl
+	default:
+		return nil, bad("unknown --url scheme %q", u.Scheme)
+	}
+	if err != nil {
+		return nil, bad("cannot reach Redis at %s: %v", u.Redacted(), err)
+	}
+	if err := client.Do(cctx, radix.Cmd(nil, "PING")); err != nil {
+		client.Close()
+		return nil, bad("cannot reach Redis at %s: %v", u.Redacted(), err)
+	}
+	return client, nil
+}
+
+// listQueues finds queues by their meta keys with SCAN (never KEYS), on
+// every primary of a Sentinel or Cluster client.
+func listQueues(ctx context.Context, c redisClient, w io.Writer) error {
+	var nodes []radix.Client
+	switch c := c.(type) {
+	case radix.MultiClient:
+		sets, err := c.Clients()
+		if err != nil {
+			return err
+		}
+		for _, rs := range sets {
+			nodes = append(nodes, rs.Primary)
+		}
+	case radix.Client:
+		nodes = append(nodes, c)
+	}
+	var names []string
+	for _, node := range nodes {
+		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: "prioq:{*}:meta", Count: 1000}).New(node)
+		var key string
+		for sc.Next(ctx, &key) {
+			names = append(names, strings.TrimSuffix(strings.TrimPrefix(key, "prioq:{"), "}:meta"))
+		}
+		if err := sc.Close(); err != nil {
+			return err
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parse parses flags that may come before or after the positional
+// arguments and returns those, wanting exactly want of them (-1: any).
+func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, bad("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	if want >= 0 && len(pos) != want {
+		return nil, bad("%s: want %d argument(s), got %d", fs.Name(), want, len(pos))
+	}
+	return pos, nil
+}
+
+func confirm(in io.Reader, out io.Writer, question string) bool {
+	fmt.Fprintf(out, "%s [y/N] ", question)
+	var answer string
+	_, _ = fmt.Fscanln(in, &answer)
+	return answer == "y" || answer == "yes"
+}
+
+func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) error {
+	fs := newFlags("stats")
+	asJSON := fs.Bool("json", false, "")
+	watch := fs.Duration("watch", 0, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			b, _ := json.Marshal(map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
+				"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
+				"oldest_ready_seconds": st.OldestReady.Seconds(), "paused": st.Paused})
+			fmt.Fprintln(w, string(b))
+		} else {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "queue\t%s (%s, %s)\n", q.Name(), q.Layout(), q.Mode())
+			for i := len(st.Lanes) - 1; i >= 0; i-- {
+				fmt.Fprintf(tw, "lane %d\t%d\n", i, st.Lanes[i])
+			}
+			fmt.Fprintf(tw, "ready\t%d\ndelayed\t%d\nin flight\t%d\ndead\t%d\noldest ready\t%v\npaused\t%v\n",
+				st.Ready, st.Delayed, st.InFlight, st.Dead, st.OldestReady.Round(time.Millisecond), st.Paused)
+			tw.Flush()
+		}
+		if *watch <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*watch):
+		}
+	}
+}
+
+func showPayload(b []byte, show bool) string {
+	if !show {
+		return fmt.Sprintf("(%d bytes)", len(b))
+	}
+	return strconv.Quote(string(b))
+}
+
+func peek(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) error {
+	fs := newFlags("peek")
+	n := fs.Int("n", 10, "")
+	payload := fs.Bool("payload", false, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	msgs, err := q.Peek(ctx, *n)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "id\tpriority\tattempts\tenqueued\tpayload")
+	for _, m := range msgs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.EnqueuedAt.UTC().Format(time.RFC3339), showPayload(m.Payload, *payload))
+	}
+	return tw.Flush()
+}
+
+type headerFlags map[string]string
+
+func (h headerFlags) String() string { return "" }
+func (h headerFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("header %q: want key=value", v)
+	}
+	h[k] = val
+	return nil
+}
+
+func enqueue(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w io.Writer) error {
+	fs := newFlags("enqueue")
+	prio := fs.Int64("priority", 0, "")
+	delay := fs.Duration("delay", 0, "")
+	id := fs.String("id", "", "")
+	headers := headerFlags{}
+	fs.Var(headers, "header", "")
+	pos, err := parse(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	var payload []byte
+	switch {
+	case len(pos) > 1:
+		return bad("enqueue: one payload at most (or - for stdin)")
+	case len(pos) == 0 || pos[0] == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+		if err != nil {
+			return err
+		}
+		payload = b
+	default:
+		payload = []byte(pos[0])
+	}
+	opts := []prioq.Option{prioq.Headers(headers), prioq.Delay(*delay)}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "priority":
+			opts = append(opts, prioq.Priority(*prio))
+		case "id":
+			opts = append(opts, prioq.ID(*id))
+		}
+	})
+	got, err := q.Enqueue(ctx, payload, opts...)
+	if errors.Is(err, prioq.ErrDuplicate) {
+		return &exitError{1, fmt.Sprintf("enqueue: id %q is already alive in %q", got, q.Name())}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, got)
+	return nil
+}
+
+func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w io.Writer) error {
+	if len(args) == 0 {
+		return bad("usage: prioq dead <queue> list|show|requeue|requeue-all|purge")
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "list", "show":
+		fs := newFlags("dead " + sub)
+		n := fs.Int("n", 20, "")
+		payload := fs.Bool("payload", sub == "show", "")
+		want := 0
+		if sub == "show" {
+			want = 1
+		}
+		pos, err := parse(fs, args, want)
+		if err != nil {
+			return err
+		}
+		limit := *n
+		if sub == "show" {
+			limit = prioq.MaxBatch
+		}
+		letters, err := q.DeadLetters(ctx, 0, limit)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "id\tpriority\tattempts\tdied\treason\tpayload")
+		found := false
+		for _, d := range letters {
+			if sub == "show" && d.ID != pos[0] {
+				continue
+			}
+			found = true
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", d.ID, d.Priority, d.Attempts, d.DiedAt.UTC().Format(time.RFC3339),
+				strconv.Quote(d.Reason), showPayload(d.Payload, *payload))
+		}
+		if sub == "show" && !found {
+			return &exitError{1, fmt.Sprintf("dead show: no dead letter %q in the first %d", pos[0], limit)}
+		}
+		return tw.Flush()
+	case "requeue":
+		if len(args) != 1 {
+			return bad("usage: prioq dead <queue> requeue <id>")
+		}
+		if err := q.RequeueDead(ctx, args[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "requeued %s\n", args[0])
+		return nil
+	case "requeue-all":
+		n, err := q.RequeueAllDead(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "requeued %d\n", n)
+		return nil
+	case "purge":
+		fs := newFlags("dead purge")
+		yes := fs.Bool("yes", false, "")
+		if _, err := parse(fs, args, 0); err != nil {
+			return err
+		}
+		if !*yes && !confirm(stdin, w, fmt.Sprintf("delete every dead letter of %q?", q.Name())) {
+			return &exitError{1, "not confirmed: nothing deleted (--yes skips the question)"}
+		}
+		n, err := q.PurgeDead(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "purged %d dead letters\n", n)
+		return nil
+	}
+	return bad("unknown dead command %q", sub)
+}
+
+// quietLogger keeps prioq's own log lines to warnings and worse, on stderr.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisfind"
+)
+
+var (
+	bin    string // the built command
+	addr   string
+	client radix.Client
+)
+
+// The tests run the built binary, as a user or a script would, against a
+// real Redis, and check its output, its exit code and the state in Redis.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "prioq-cmd-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "prioq")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+			return 1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		srv, err := redisfind.Find(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "these tests need Redis:", err)
+			return 1
+		}
+		defer srv.Stop()
+		addr = srv.Addr
+		client, err = radix.PoolConfig{Size: 4}.New(ctx, "tcp", addr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer client.Close()
+		return m.Run()
+	}())
+}
+
+// prioqCmd runs the binary with stdin and returns stdout, stderr and the exit code.
+func prioqCmd(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--url", "redis://" + addr}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
+	t.Helper()
+	name := strings.ReplaceAll(t.Name(), "/", ".") + fmt.Sprint(time.Now().UnixNano()%1e6)
+	q, err := prioq.Open(context.Background(), client, name, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
+	return q
+}
+
+func TestEnqueueStatsPeekCancel(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	out, errOut, code := prioqCmd(t, "", "enqueue", q.Name(), "--priority", "2", "--id", "job-1", "--header", "tenant=acme", "hello")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "job-1\n", out)
+	out, _, code = prioqCmd(t, "from stdin", "enqueue", q.Name(), "--priority", "0", "-")
+	require.Equal(t, 0, code)
+	stdinID := strings.TrimSpace(out)
+	_, _, code = prioqCmd(t, "", "enqueue", q.Name(), "--delay", "1h", "later")
+	require.Equal(t, 0, code)
+
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 0, 1}, st.Lanes)
+	assert.Equal(t, int64(1), st.Delayed)
+	peek, err := q.Peek(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, peek, 2)
+	assert.Equal(t, "acme", peek[0].Headers["tenant"])
+	assert.Equal(t, "from stdin", string(peek[1].Payload))
+
+	out, _, code = prioqCmd(t, "", "stats", q.Name(), "--json")
+	require.Equal(t, 0, code)
+	var js map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, []any{1.0, 0.0, 1.0}, js["lanes"])
+	assert.Equal(t, 1.0, js["delayed"])
+	assert.Equal(t, "levels:3", js["layout"])
+	out, _, code = prioqCmd(t, "", "stats", q.Name())
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "lane 2")
+	assert.Contains(t, out, "delayed")
+
+	out, _, code = prioqCmd(t, "", "peek", q.Name(), "-n", "5")
+	require.Equal(t, 0, code)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	assert.True(t, strings.HasPrefix(lines[1], "job-1 "), "highest priority first: %q", lines[1])
+	assert.Contains(t, lines[1], "(5 bytes)", "payloads hidden by default")
+	out, _, _ = prioqCmd(t, "", "peek", q.Name(), "--payload")
+	assert.Contains(t, out, `"hello"`)
+
+	out, _, code = prioqCmd(t, "", "cancel", q.Name(), stdinID)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "cancelled")
+	_, errOut, code = prioqCmd(t, "", "cancel", q.Name(), stdinID)
+	assert.Equal(t, 1, code, "cancelling it again finds nothing")
+	assert.Contains(t, errOut, "not found")
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
+
+	out, _, code = prioqCmd(t, "", "queues")
+	require.Equal(t, 0, code)
+	assert.Contains(t, strings.Split(out, "\n"), q.Name())
+}
+
+func TestDeadLettersPauseAndPurge(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2), MaxAttempts: 1})
+	_, err := q.Enqueue(ctx, []byte("secret"), prioq.ID("d-1"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Retry(ctx, 0, "card declined"))
+
+	out, _, code := prioqCmd(t, "", "dead", q.Name(), "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "d-1")
+	assert.Contains(t, out, `"card declined"`)
+	assert.NotContains(t, out, "secret", "payloads hidden in lists")
+	out, _, code = prioqCmd(t, "", "dead", q.Name(), "show", "d-1")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"secret"`)
+	_, _, code = prioqCmd(t, "", "dead", q.Name(), "requeue", "d-1")
+	require.Equal(t, 0, code)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Dead)
+	assert.Equal(t, int64(1), st.Ready)
+
+	_, _, code = prioqCmd(t, "", "pause", q.Name())
+	require.Equal(t, 0, code)
+	st, _ = q.Stats(ctx)
+	assert.True(t, st.Paused)
+	_, _, code = prioqCmd(t, "", "resume", q.Name())
+	require.Equal(t, 0, code)
+	st, _ = q.Stats(ctx)
+	assert.False(t, st.Paused)
+
+	out, errOut, code := prioqCmd(t, "n\n", "purge", q.Name())
+	assert.Equal(t, 1, code, "not confirmed")
+	assert.Contains(t, out, "[y/N]")
+	assert.Contains(t, errOut, "nothing deleted")
+	st, _ = q.Stats(ctx)
+	assert.Equal(t, int64(1), st.Ready)
+	out, _, code = prioqCmd(t, "y\n", "purge", q.Name())
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "purged 1")
+	_, err = q.Enqueue(ctx, []byte("x"), prioq.ID("p-2"))
+	require.NoError(t, err)
+	out, _, code = prioqCmd(t, "", "purge", q.Name(), "--yes")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "purged 1")
+}
+
+// Bad input is one line on stderr and exit 2, never a stack trace, and it
+// changes nothing.
+func TestBadInput(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "usage"},
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"stats"}, "needs a queue"},
+		{[]string{"stats", "no-such-queue-here"}, `no queue "no-such-queue-here"`},
+		{[]string{"enqueue", q.Name(), "--priority", "7", "x"}, "priority"},
+		{[]string{"enqueue", q.Name(), "--priority", "x", "x"}, "invalid value"},
+		{[]string{"enqueue", q.Name(), "--id", "has space", "x"}, "id"},
+		{[]string{"enqueue", q.Name(), "--header", "novalue", "x"}, "key=value"},
+		{[]string{"--url", "redis://127.0.0.1:1", "stats", q.Name()}, "cannot reach Redis"},
+		{[]string{"--url", "http://x", "stats", q.Name()}, "scheme"},
+	} {
+		_, errOut, code := prioqCmd(t, "", tc.args...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if tc.want != "usage" {
+			assert.Len(t, lines, 1, "%v: one line: %q", tc.args, errOut)
+		}
+		assert.Contains(t, strings.ToLower(errOut), strings.ToLower(tc.want), "%v", tc.args)
+		assert.NotContains(t, errOut, "goroutine", "no stack trace")
+	}
+	n, err := q.Len(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing was enqueued")
+}
