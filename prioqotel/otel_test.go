@@ -26,7 +26,7 @@ import (
 var client radix.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testkit.RunWithRedis(m, 16, func(c radix.Client) { client = c }))
+	os.Exit(testkit.RunWithRedis(m, 16, func(_ string, c radix.Client) { client = c }))
 }
 
 type fixture struct {

@@ -22,7 +22,7 @@ import (
 var client radix.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testkit.RunWithRedis(m, 8, func(c radix.Client) { client = c }))
+	os.Exit(testkit.RunWithRedis(m, 8, func(_ string, c radix.Client) { client = c }))
 }
 
 func open(t *testing.T, cfg prioq.Config) *prioq.Queue {

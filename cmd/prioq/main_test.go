@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
-	"github.com/prioq/prioq/internal/redisfind"
+	"github.com/prioq/prioq/internal/testkit"
 )
 
 var (
@@ -41,22 +41,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 			return 1
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		srv, err := redisfind.Find(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "these tests need Redis:", err)
-			return 1
-		}
-		defer srv.Stop()
-		addr = srv.Addr
-		client, err = radix.PoolConfig{Size: 4}.New(ctx, "tcp", addr)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer client.Close()
-		return m.Run()
+		return testkit.RunWithRedis(m, 4, func(a string, c radix.Client) { addr, client = a, c })
 	}())
 }
 

@@ -14,8 +14,9 @@ import (
 
 // RunWithRedis is a TestMain body for a package whose tests share one Redis:
 // it finds or starts one (redisfind), gives set a pool of size connections
-// on it, runs the tests, and stops what it started. It returns the exit code.
-func RunWithRedis(m *testing.M, size int, set func(radix.Client)) int {
+// on it (and its address), runs the tests, and stops what it started. It
+// returns the exit code.
+func RunWithRedis(m *testing.M, size int, set func(addr string, c radix.Client)) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := redisfind.Find(ctx)
@@ -30,6 +31,6 @@ func RunWithRedis(m *testing.M, size int, set func(radix.Client)) int {
 		return 1
 	}
 	defer client.Close()
-	set(client)
+	set(srv.Addr, client)
 	return m.Run()
 }
