@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -33,6 +34,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/dashboard"
 )
 
 const usage = `usage: prioq [--url URL] <command> [flags] [args]
@@ -46,6 +48,7 @@ commands:
   dead <queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]
   pause <queue> | resume <queue>
   purge <queue> [--yes]
+  web [--addr host:port] [--read-only] [--payloads] [queue...]   the dashboard (all queues by default)
 `
 
 // exitError carries an exit code with its one-line message.
@@ -102,7 +105,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return nil
 	}
 	known := map[string]bool{"queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
-		"dead": true, "pause": true, "resume": true, "purge": true}
+		"dead": true, "pause": true, "resume": true, "purge": true, "web": true}
 	if !known[cmd] {
 		return bad("unknown command %q (prioq help lists them)", cmd)
 	}
@@ -113,6 +116,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	defer client.Close()
 	if cmd == "queues" {
 		return listQueues(ctx, client, stdout)
+	}
+	if cmd == "web" {
+		return web(ctx, client, rest, stdout)
 	}
 	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 		return bad("%s needs a queue name", cmd)
@@ -237,15 +243,55 @@ func connect(ctx context.Context, raw string) (redisClient, error) {
 	return client, nil
 }
 
-// listQueues finds queues by their meta keys with SCAN (never KEYS), on
-// every primary of a Sentinel or Cluster client.
+// web serves the dashboard until the process is stopped. It has no
+// authentication of its own: it listens on loopback unless told otherwise.
+func web(ctx context.Context, c redisClient, args []string, w io.Writer) error {
+	fs := newFlags("web")
+	addr := fs.String("addr", "127.0.0.1:8080", "")
+	readOnly := fs.Bool("read-only", false, "")
+	payloads := fs.Bool("payloads", false, "")
+	names, err := parse(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		if names, err = queueNames(ctx, c); err != nil {
+			return err
+		}
+	}
+	if len(names) == 0 {
+		return bad("web: no queues found (name them as arguments)")
+	}
+	h, err := dashboard.New(dashboard.Config{Client: c, Queues: names, ReadOnly: *readOnly, ShowPayloads: *payloads})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "dashboard of %d queue(s) on http://%s/\n", len(names), *addr)
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return srv.ListenAndServe()
+}
+
+// listQueues prints the queues' names.
 func listQueues(ctx context.Context, c redisClient, w io.Writer) error {
+	names, err := queueNames(ctx, c)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+// queueNames finds queues by their meta keys with SCAN (never KEYS), on
+// every primary of a Sentinel or Cluster client.
+func queueNames(ctx context.Context, c redisClient) ([]string, error) {
 	var nodes []radix.Client
 	switch c := c.(type) {
 	case radix.MultiClient:
 		sets, err := c.Clients()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, rs := range sets {
 			nodes = append(nodes, rs.Primary)
@@ -261,14 +307,11 @@ func listQueues(ctx context.Context, c redisClient, w io.Writer) error {
 			names = append(names, strings.TrimSuffix(strings.TrimPrefix(key, "prioq:{"), "}:meta"))
 		}
 		if err := sc.Close(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	slices.Sort(names)
-	for _, n := range names {
-		fmt.Fprintln(w, n)
-	}
-	return nil
+	return names, nil
 }
 
 func newFlags(name string) *flag.FlagSet {

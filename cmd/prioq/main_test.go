@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisfind"
 	"github.com/prioq/prioq/internal/testkit"
 )
 
@@ -212,4 +215,29 @@ func TestBadInput(t *testing.T) {
 	n, err := q.Len(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing was enqueued")
+}
+
+// prioq web serves the dashboard of the queues it finds.
+func TestWeb(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	port, err := redisfind.FreePort()
+	require.NoError(t, err)
+	web := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "--url", "redis://"+addr, "web", "--addr", web, "--read-only", q.Name())
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + web + "/q/" + q.Name())
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == 200
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Contains(t, body, q.Name())
+	assert.Contains(t, body, "levels:2")
+	assert.NotContains(t, body, "<button", "--read-only")
 }

@@ -1,0 +1,262 @@
+// Package dashboard is a web dashboard for prioq queues: a mountable
+// http.Handler that shows each queue's lanes, delayed, in-flight and dead
+// messages, charts depth live, peeks at the next messages, browses dead
+// letters, and can requeue or purge them and pause or resume a queue.
+//
+// Mount it behind your own authentication: it has none of its own.
+//
+//	h, err := dashboard.New(dashboard.Config{Client: client, Queues: []string{"orders"}})
+//	mux.Handle("/queues/", authenticate(http.StripPrefix("/queues", h)))
+//
+// Safe by default: state-changing actions are POST requests checked against
+// cross-origin use (net/http's CrossOriginProtection) and a per-process CSRF
+// token; ReadOnly removes them; payloads are hidden unless ShowPayloads is
+// set (they may hold personal data). Everything it serves is embedded: no
+// asset is fetched from anywhere at run time.
+package dashboard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prioq/prioq"
+)
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Config configures the dashboard.
+type Config struct {
+	// Client is the Redis client the queues live on.
+	Client prioq.Client
+
+	// Queues are the names of the queues to show (opened with the layout
+	// and mode stored in Redis).
+	Queues []string
+
+	// ReadOnly hides and refuses every action that changes state.
+	ReadOnly bool
+
+	// ShowPayloads shows message payloads in peeks and dead letters.
+	ShowPayloads bool
+
+	// CallTimeout bounds each page's Redis calls. Defaults to 5s.
+	CallTimeout time.Duration
+}
+
+type handler struct {
+	cfg   Config
+	tmpl  *template.Template
+	csrf  string
+	mux   *http.ServeMux
+	queue map[string]bool
+}
+
+// New returns the dashboard's handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Client == nil || len(cfg.Queues) == 0 {
+		return nil, fmt.Errorf("%w: dashboard needs a client and at least one queue", prioq.ErrInvalidOption)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	tmpl, err := template.New("").Funcs(template.FuncMap{
+		"pct": func(n, max int64) int64 {
+			if max <= 0 {
+				return 0
+			}
+			return n * 100 / max
+		},
+		"payload": func(b []byte) string {
+			if !cfg.ShowPayloads {
+				return fmt.Sprintf("(%d bytes hidden)", len(b))
+			}
+			return strconv.Quote(string(b))
+		},
+		"ago": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+	}).ParseFS(files, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("prioq dashboard csrf"))
+	h := &handler{cfg: cfg, tmpl: tmpl, csrf: hex.EncodeToString(mac.Sum(nil)), mux: http.NewServeMux(), queue: map[string]bool{}}
+	for _, q := range cfg.Queues {
+		h.queue[q] = true
+	}
+	h.mux.HandleFunc("GET /{$}", h.index)
+	h.mux.HandleFunc("GET /q/{name}", h.queuePage)
+	h.mux.HandleFunc("GET /api/stats/{name}", h.statsJSON)
+	h.mux.Handle("GET /static/", http.FileServerFS(files))
+	for _, action := range []string{"pause", "resume", "requeue", "requeue-all", "purge-dead"} {
+		h.mux.HandleFunc("POST /q/{name}/"+action, h.act(action))
+	}
+	return http.NewCrossOriginProtection().Handler(h.mux), nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *handler) open(ctx context.Context, name string) (*prioq.Queue, error) {
+	if !h.queue[name] {
+		return nil, prioq.ErrNotFound
+	}
+	return prioq.OpenExisting(ctx, h.cfg.Client, name, prioq.Config{AllowEviction: true})
+}
+
+func (h *handler) fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, prioq.ErrNotFound) {
+		code = http.StatusNotFound
+	}
+	http.Error(w, err.Error(), code)
+}
+
+type queueRow struct {
+	Name  string
+	Stats prioq.Stats
+	Err   string
+}
+
+func (h *handler) index(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+	defer cancel()
+	var rows []queueRow
+	for _, name := range h.cfg.Queues {
+		row := queueRow{Name: name}
+		q, err := h.open(ctx, name)
+		if err == nil {
+			row.Stats, err = q.Stats(ctx)
+		}
+		if err != nil {
+			row.Err = err.Error()
+		}
+		rows = append(rows, row)
+	}
+	h.render(w, "index.html", map[string]any{"Queues": rows})
+}
+
+type lane struct {
+	Index int
+	Count int64
+}
+
+func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+	defer cancel()
+	q, err := h.open(ctx, r.PathValue("name"))
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	peek, err := q.Peek(ctx, 20)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	var dead []prioq.DeadLetter
+	if q.Mode() == prioq.AtLeastOnce {
+		if dead, err = q.DeadLetters(ctx, 0, 50); err != nil {
+			h.fail(w, err)
+			return
+		}
+	}
+	var lanes []lane
+	var max int64
+	for i := len(st.Lanes) - 1; i >= 0; i-- {
+		lanes = append(lanes, lane{i, st.Lanes[i]})
+		if st.Lanes[i] > max {
+			max = st.Lanes[i]
+		}
+	}
+	h.render(w, "queue.html", map[string]any{
+		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead,
+		"ReadOnly": h.cfg.ReadOnly, "CSRF": h.csrf, "Reliable": q.Mode() == prioq.AtLeastOnce,
+	})
+}
+
+func (h *handler) statsJSON(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+	defer cancel()
+	q, err := h.open(ctx, r.PathValue("name"))
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
+		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "paused": st.Paused})
+}
+
+func (h *handler) act(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cfg.ReadOnly {
+			http.Error(w, "the dashboard is read-only", http.StatusForbidden)
+			return
+		}
+		if !hmac.Equal([]byte(r.FormValue("csrf")), []byte(h.csrf)) {
+			http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+		defer cancel()
+		q, err := h.open(ctx, r.PathValue("name"))
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		switch action {
+		case "pause":
+			err = q.Pause(ctx)
+		case "resume":
+			err = q.Resume(ctx)
+		case "requeue":
+			err = q.RequeueDead(ctx, r.FormValue("id"))
+		case "requeue-all":
+			_, err = q.RequeueAllDead(ctx)
+		case "purge-dead":
+			_, err = q.PurgeDead(ctx)
+		}
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		// A relative Location, resolved by the browser against the request's
+		// own URL, so that it works under whatever prefix the app mounts the
+		// dashboard (http.Redirect would make it absolute from the stripped
+		// path).
+		w.Header().Set("Location", "../"+url.PathEscape(q.Name()))
+		w.WriteHeader(http.StatusSeeOther)
+	}
+}
+
+func (h *handler) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'")
+	if err := h.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,176 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/mediocregopher/radix/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/testkit"
+)
+
+var client radix.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testkit.RunWithRedis(m, 8, func(_ string, c radix.Client) { client = c }))
+}
+
+func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
+	t.Helper()
+	q, err := prioq.Open(context.Background(), client, fmt.Sprintf("dash-%d", time.Now().UnixNano()%1e9), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
+	return q
+}
+
+// browser starts headless Chromium (Debian's package); without it the test
+// skips, except under CI=true.
+func browser(t *testing.T) context.Context {
+	path := ""
+	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p2, err := exec.LookPath(p); err == nil {
+			path = p2
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the dashboard test needs chromium under CI=true")
+		}
+		t.Skip("skipping: no chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1100, 1400))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancel3)
+	return ctx
+}
+
+// In a real browser: the numbers follow enqueues, a dead letter is requeued
+// by clicking, the queue is paused by clicking; Redis is checked after each.
+func TestDashboardInBrowser(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3), MaxAttempts: 1})
+	rctx := context.Background()
+	_, err := q.Enqueue(rctx, []byte("card 4111"), prioq.ID("order-1"), prioq.Priority(2))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{})
+	require.NoError(t, err)
+	defer cons.Close(rctx)
+	m, err := cons.Receive(rctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Retry(rctx, 0, "payment declined")) // MaxAttempts 1: dead
+
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", h)) // mounted under a prefix, as an app would
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	var ready, dead, body string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/ops/"),
+		chromedp.WaitVisible(`#queues`),
+		chromedp.Click(`a[href="q/`+q.Name()+`"]`),
+		chromedp.WaitVisible(`#ready`),
+		chromedp.Text(`#ready`, &ready),
+		chromedp.Text(`#dead`, &dead),
+		chromedp.Text(`body`, &body),
+	))
+	assert.Equal(t, "0", ready)
+	assert.Equal(t, "1", dead)
+	assert.Contains(t, body, "payment declined")
+	assert.NotContains(t, body, "card 4111", "payloads hidden by default")
+
+	// Enqueues show up without a reload (the page polls every second).
+	for i := 0; i < 5; i++ {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.Priority(int64(i%3)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, chromedp.Run(ctx, chromedp.Poll(`document.getElementById('ready').textContent === '5'`, nil,
+		chromedp.WithPollingTimeout(10*time.Second))))
+
+	// Requeue the dead letter by clicking.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button.requeue[data-id="order-1"]`),
+		chromedp.WaitNotPresent(`button.requeue[data-id="order-1"]`), chromedp.WaitVisible(`#ready`)))
+	st, err := q.Stats(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Dead)
+	assert.Equal(t, int64(6), st.Ready)
+
+	// Pause by clicking, then take a screenshot for the docs.
+	var shot []byte
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#pause-toggle`),
+		chromedp.WaitVisible(`//button[@id="pause-toggle" and contains(., "Resume")]`, chromedp.BySearch),
+		chromedp.Sleep(1500*time.Millisecond), // a chart with a few points
+		chromedp.FullScreenshot(&shot, 100)))
+	st, err = q.Stats(rctx)
+	require.NoError(t, err)
+	assert.True(t, st.Paused)
+	if dir := os.Getenv("PRIOQ_SCREENSHOT_DIR"); dir != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard.png"), shot, 0o644))
+	}
+}
+
+// Actions are refused without the CSRF token, from another origin, and in
+// read-only mode, and then change nothing.
+func TestDashboardRefusesUnsafeActions(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	require.NoError(t, err)
+	ro, err := New(Config{Client: client, Queues: []string{q.Name()}, ReadOnly: true})
+	require.NoError(t, err)
+	post := func(h http.Handler, form url.Values, header map[string]string) int {
+		r := httptest.NewRequest("POST", "/q/"+q.Name()+"/pause", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	token := h.(http.Handler)
+	page := httptest.NewRecorder()
+	token.ServeHTTP(page, httptest.NewRequest("GET", "/q/"+q.Name(), nil))
+	require.Equal(t, 200, page.Code)
+	i := strings.Index(page.Body.String(), `name="csrf" value="`)
+	require.Greater(t, i, 0)
+	csrf := page.Body.String()[i+len(`name="csrf" value="`):]
+	csrf = csrf[:strings.Index(csrf, `"`)]
+
+	assert.Equal(t, http.StatusForbidden, post(h, url.Values{}, nil), "no token")
+	assert.Equal(t, http.StatusForbidden, post(h, url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}), "another origin")
+	assert.Equal(t, http.StatusForbidden, post(ro, url.Values{"csrf": {csrf}}, nil), "read-only")
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	assert.False(t, st.Paused, "nothing changed")
+	assert.Equal(t, http.StatusSeeOther, post(h, url.Values{"csrf": {csrf}}, nil), "the real thing")
+	st, err = q.Stats(context.Background())
+	require.NoError(t, err)
+	assert.True(t, st.Paused)
+
+	roPage := httptest.NewRecorder()
+	ro.ServeHTTP(roPage, httptest.NewRequest("GET", "/q/"+q.Name(), nil))
+	assert.NotContains(t, roPage.Body.String(), "<button", "read-only pages have no buttons")
+	missing := httptest.NewRecorder()
+	h.ServeHTTP(missing, httptest.NewRequest("GET", "/q/not-shown", nil))
+	assert.Equal(t, http.StatusNotFound, missing.Code, "only configured queues are served")
+}
