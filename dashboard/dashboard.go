@@ -99,16 +99,14 @@ func New(cfg Config) (http.Handler, error) {
 		h.queue[q] = true
 	}
 	h.mux.HandleFunc("GET /{$}", h.index)
-	h.mux.HandleFunc("GET /q/{name}", h.queuePage)
-	h.mux.HandleFunc("GET /api/stats/{name}", h.statsJSON)
+	h.mux.HandleFunc("GET /q/{name}", h.onQueue(h.queuePage))
+	h.mux.HandleFunc("GET /api/stats/{name}", h.onQueue(h.statsJSON))
 	h.mux.Handle("GET /static/", http.FileServerFS(files))
 	for _, action := range []string{"pause", "resume", "requeue", "requeue-all", "purge-dead"} {
 		h.mux.HandleFunc("POST /q/{name}/"+action, h.act(action))
 	}
 	return http.NewCrossOriginProtection().Handler(h.mux), nil
 }
-
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 func (h *handler) open(ctx context.Context, name string) (*prioq.Queue, error) {
 	if !h.queue[name] {
@@ -149,34 +147,40 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	h.render(w, "index.html", map[string]any{"Queues": rows})
 }
 
+// onQueue serves a request about the queue named in its path: it opens the
+// queue with the call timeout and reports failures as HTTP errors.
+func (h *handler) onQueue(serve func(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
+		defer cancel()
+		q, err := h.open(ctx, r.PathValue("name"))
+		if err == nil {
+			err = serve(ctx, w, r, q)
+		}
+		if err != nil {
+			h.fail(w, err)
+		}
+	}
+}
+
 type lane struct {
 	Index int
 	Count int64
 }
 
-func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
-	defer cancel()
-	q, err := h.open(ctx, r.PathValue("name"))
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
+func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, _ *http.Request, q *prioq.Queue) error {
 	st, err := q.Stats(ctx)
 	if err != nil {
-		h.fail(w, err)
-		return
+		return err
 	}
 	peek, err := q.Peek(ctx, 20)
 	if err != nil {
-		h.fail(w, err)
-		return
+		return err
 	}
 	var dead []prioq.DeadLetter
 	if q.Mode() == prioq.AtLeastOnce {
 		if dead, err = q.DeadLetters(ctx, 0, 50); err != nil {
-			h.fail(w, err)
-			return
+			return err
 		}
 	}
 	var lanes []lane
@@ -191,43 +195,22 @@ func (h *handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead,
 		"ReadOnly": h.cfg.ReadOnly, "CSRF": h.csrf, "Reliable": q.Mode() == prioq.AtLeastOnce,
 	})
+	return nil
 }
 
-func (h *handler) statsJSON(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
-	defer cancel()
-	q, err := h.open(ctx, r.PathValue("name"))
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
+func (h *handler) statsJSON(ctx context.Context, w http.ResponseWriter, _ *http.Request, q *prioq.Queue) error {
 	st, err := q.Stats(ctx)
 	if err != nil {
-		h.fail(w, err)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
+	return json.NewEncoder(w).Encode(map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
 		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "paused": st.Paused})
 }
 
 func (h *handler) act(action string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if h.cfg.ReadOnly {
-			http.Error(w, "the dashboard is read-only", http.StatusForbidden)
-			return
-		}
-		if !hmac.Equal([]byte(r.FormValue("csrf")), []byte(h.csrf)) {
-			http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
-		defer cancel()
-		q, err := h.open(ctx, r.PathValue("name"))
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
+	serve := h.onQueue(func(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error {
+		var err error
 		switch action {
 		case "pause":
 			err = q.Pause(ctx)
@@ -241,8 +224,7 @@ func (h *handler) act(action string) http.HandlerFunc {
 			_, err = q.PurgeDead(ctx)
 		}
 		if err != nil {
-			h.fail(w, err)
-			return
+			return err
 		}
 		// A relative Location, resolved by the browser against the request's
 		// own URL, so that it works under whatever prefix the app mounts the
@@ -250,6 +232,18 @@ func (h *handler) act(action string) http.HandlerFunc {
 		// path).
 		w.Header().Set("Location", "../"+url.PathEscape(q.Name()))
 		w.WriteHeader(http.StatusSeeOther)
+		return nil
+	})
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cfg.ReadOnly {
+			http.Error(w, "the dashboard is read-only", http.StatusForbidden)
+			return
+		}
+		if !hmac.Equal([]byte(r.FormValue("csrf")), []byte(h.csrf)) {
+			http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+			return
+		}
+		serve(w, r)
 	}
 }
 
