@@ -11,11 +11,12 @@
     const c = canvas.getContext('2d'), w = canvas.width, h = canvas.height;
     c.clearRect(0, 0, w, h);
     let top = 1;
+    const span = Math.max(points.length, 60); // the chart fills up over its first minute
     for (const p of points) top = Math.max(top, p.ready, p.delayed, p.inflight);
     for (const [key, color] of [['ready', '#4a7bd0'], ['delayed', '#d08a4a'], ['inflight', '#5aa55a']]) {
       c.strokeStyle = color; c.beginPath();
       points.forEach((p, i) => {
-        const x = w - (points.length - 1 - i) * (w / max), y = h - 2 - (p[key] / top) * (h - 4);
+        const x = w - (points.length - 1 - i) * (w / span), y = h - 2 - (p[key] / top) * (h - 4);
         i === 0 ? c.moveTo(x, y) : c.lineTo(x, y);
       });
       c.stroke();
