@@ -90,6 +90,23 @@ type EnqueueItem struct {
 	Options []Option
 }
 
+// ReadyAt is when the item becomes ready if it is enqueued at now: now, or
+// later with a Delay or At option. For middleware (a queue-time metric, a
+// header); an item whose options are invalid reports now.
+func (it EnqueueItem) ReadyAt(now time.Time) time.Time {
+	var o sendOptions
+	for _, opt := range it.Options {
+		opt(&o)
+	}
+	switch {
+	case !o.at.IsZero() && o.at.After(now):
+		return o.at
+	case o.delay > 0:
+		return now.Add(o.delay)
+	}
+	return now
+}
+
 // EnqueueResult is what EnqueueBatch reports for one EnqueueItem, at the
 // same index.
 type EnqueueResult struct {

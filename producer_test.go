@@ -192,3 +192,12 @@ func TestCanSendPlain(t *testing.T) {
 	assert.False(t, levels.canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
 	assert.False(t, rng.canSendPlain([]prepared{plain}), "a Range queue")
 }
+
+// ReadyAt tells middleware when an item will be ready.
+func TestEnqueueItemReadyAt(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	assert.Equal(t, now, EnqueueItem{}.ReadyAt(now))
+	assert.Equal(t, now.Add(3*time.Second), EnqueueItem{Options: []Option{Priority(1), Delay(3 * time.Second)}}.ReadyAt(now))
+	assert.Equal(t, now.Add(time.Hour), EnqueueItem{Options: []Option{At(now.Add(time.Hour))}}.ReadyAt(now))
+	assert.Equal(t, now, EnqueueItem{Options: []Option{At(now.Add(-time.Hour))}}.ReadyAt(now), "a time in the past is now")
+}

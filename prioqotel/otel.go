@@ -38,13 +38,16 @@
 //	prioq.messages.redelivered    expired leases given back by the sweep
 //
 // Histograms, in seconds: prioq.handler.duration (handler run time, with
-// the outcome as prioq.outcome) and prioq.message.queue_time (from enqueue to
-// the start of the first delivery's handler; it includes any Delay).
+// the outcome as prioq.outcome) and prioq.message.queue_time, the pickup
+// latency: from when a message became ready (its enqueue, or for a delayed
+// one its due time, recorded by Enqueue in the ReadyAtHeader header) to the
+// start of its first delivery's handler. Retries are not counted in it.
 package prioqotel
 
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -56,6 +59,10 @@ import (
 
 	"github.com/prioq/prioq"
 )
+
+// ReadyAtHeader is the header in which Enqueue records when a delayed
+// message is due (unix milliseconds), so that its queue time starts then.
+const ReadyAtHeader = "prioq-ready-at"
 
 // ScopeName is the instrumentation scope of prioq's tracer and meter.
 const ScopeName = "github.com/prioq/prioq/prioqotel"
@@ -124,7 +131,7 @@ func New(cfg Config) (*Instrumentation, error) {
 	in.duration, err = m.Float64Histogram("prioq.handler.duration", metric.WithDescription("Handler run time."), metric.WithUnit("s"))
 	errs = append(errs, err)
 	in.queueTime, err = m.Float64Histogram("prioq.message.queue_time",
-		metric.WithDescription("From enqueue to the start of the first delivery's handler."), metric.WithUnit("s"))
+		metric.WithDescription("From ready (enqueued, or due) to the start of the first delivery's handler."), metric.WithUnit("s"))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -158,14 +165,20 @@ func (in *Instrumentation) Enqueue(queue string) prioq.EnqueueMiddleware {
 			defer span.End()
 			carrier := headerCarrier{}
 			in.cfg.Propagator.Inject(ctx, carrier)
-			if len(carrier) > 0 {
-				out := make([]prioq.EnqueueItem, len(items))
-				for i, it := range items {
-					opts := append(append([]prioq.Option(nil), it.Options...), prioq.Headers(carrier))
-					out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: opts}
+			now := time.Now()
+			out := make([]prioq.EnqueueItem, len(items))
+			for i, it := range items {
+				opts := append([]prioq.Option(nil), it.Options...)
+				if len(carrier) > 0 {
+					opts = append(opts, prioq.Headers(carrier))
 				}
-				items = out
+				if ready := it.ReadyAt(now); ready.After(now) {
+					// A delayed message's queue time starts when it is due.
+					opts = append(opts, prioq.Headers(map[string]string{ReadyAtHeader: strconv.FormatInt(ready.UnixMilli(), 10)}))
+				}
+				out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: opts}
 			}
+			items = out
 			res, err := next(ctx, items)
 			stored := 0
 			for _, r := range res {
@@ -214,7 +227,11 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 			attrs := metric.WithAttributes(system, dest)
 			in.delivered.Add(ctx, 1, attrs)
 			if m.Attempts <= 1 && !m.EnqueuedAt.IsZero() {
-				in.queueTime.Record(ctx, start.Sub(m.EnqueuedAt).Seconds(), attrs)
+				ready := m.EnqueuedAt
+				if ms, err := strconv.ParseInt(m.Headers[ReadyAtHeader], 10, 64); err == nil {
+					ready = time.UnixMilli(ms)
+				}
+				in.queueTime.Record(ctx, max(0, start.Sub(ready).Seconds()), attrs)
 			}
 			err := next(ctx, m)
 			outcome := "acked"

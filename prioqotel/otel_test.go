@@ -210,3 +210,30 @@ func TestParentChild(t *testing.T) {
 	assert.Equal(t, producer.SpanContext().SpanID(), consumer.Parent().SpanID())
 	assert.Empty(t, consumer.Links())
 }
+
+// The queue time of a delayed message starts when it is due, not when it was
+// enqueued: a 1.5 s delay must not show as 1.5 s of waiting.
+func TestQueueTimeStartsWhenDue(t *testing.T) {
+	f := setup(t, false)
+	_, err := f.q.Enqueue(context.Background(), []byte("x"), prioq.Delay(1500*time.Millisecond))
+	require.NoError(t, err)
+	f.run(t, 1, func(context.Context, *prioq.Message) error { return nil })
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, f.reader.Collect(context.Background(), &rm))
+	var found bool
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "prioq.message.queue_time" {
+				continue
+			}
+			h := m.Data.(metricdata.Histogram[float64])
+			require.Len(t, h.DataPoints, 1)
+			dp := h.DataPoints[0]
+			require.Equal(t, uint64(1), dp.Count)
+			found = true
+			assert.Less(t, dp.Sum, 1.0, "measured from the due time (promotion takes milliseconds), not from the enqueue")
+			assert.GreaterOrEqual(t, dp.Sum, 0.0)
+		}
+	}
+	require.True(t, found)
+}
