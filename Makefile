@@ -3,6 +3,12 @@
 # when it is missing (scripts/setup).
 .PHONY: bench bench-full test lint setup fuzz
 
+# Every module of the workspace (go.work): the library, bench, cmd/prioq,
+# dashboard, integration, prioqotel, prioqprom.
+PKGS := github.com/prioq/prioq/...
+# The race detector needs cgo and a C compiler; without them tests run plain.
+RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && command -v "$$(go env CC)" >/dev/null 2>&1 && echo -race)
+
 bench: setup
 	go run ./bench $(ARGS)
 
@@ -10,7 +16,9 @@ bench-full: setup
 	go run ./bench -full $(ARGS)
 
 test: setup
-	scripts/test
+	@scripts/test-env $(RACE)
+	go vet $(PKGS)
+	go test $(RACE) -count=1 -timeout 14m $(PKGS)
 
 lint:
 	scripts/lint

@@ -98,16 +98,16 @@ func ParseLayout(s string) (Layout, error) {
 	var a, b, c int64
 	switch {
 	case strings.HasPrefix(s, "levels:"):
-		if _, err := fmt.Sscanf(s, "levels:%d", &a); err != nil || fmt.Sprintf("levels:%d", a) != s {
-			return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+		if _, err := fmt.Sscanf(s, "levels:%d", &a); err == nil {
+			l = Levels(int(a))
 		}
-		l = Levels(int(a))
 	case strings.HasPrefix(s, "range:"):
-		if _, err := fmt.Sscanf(s, "range:%d:%d:%d", &a, &b, &c); err != nil || fmt.Sprintf("range:%d:%d:%d", a, b, c) != s {
-			return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+		if _, err := fmt.Sscanf(s, "range:%d:%d:%d", &a, &b, &c); err == nil {
+			l = Range(a, b, int(c))
 		}
-		l = Range(a, b, int(c))
-	default:
+	}
+	// Only what String writes: no padding, no trailing bytes.
+	if l.kind == 0 || l.String() != s {
 		return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
 	}
 	if err := l.validate(); err != nil {

@@ -160,7 +160,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if !o.at.IsZero() {
 		due = fmtInt(ceilMs(o.at))
 	} else if o.delay > 0 {
-		due = "+" + fmtInt(int64((o.delay+time.Millisecond-1)/time.Millisecond))
+		due = "+" + fmtInt(leaseMs(o.delay))
 	}
 	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane}
 	if !p.caller {

@@ -253,7 +253,6 @@ func (q *Queue) checkEviction(ctx context.Context) error {
 	return nil
 }
 
-// Name is the queue's name.
 // OpenExisting opens a queue that exists in Redis with the layout and mode
 // stored in its meta key, for tools that operate queues they did not create
 // (the prioq command, dashboards): cfg's other fields apply as for Open, its
@@ -268,7 +267,7 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	}
 	k := newKeySet(name, 1)
 	var got []string
-	if err := doBounded(ctx, c, DefaultCallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
+	if err := doBounded(ctx, c, cfg.withDefaults().CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
 		return nil, fmt.Errorf("prioq: open %q: %w", name, err)
 	}
 	if len(got) != 2 || got[0] == "" {
@@ -290,6 +289,7 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	return Open(ctx, c, name, cfg)
 }
 
+// Name is the queue's name.
 func (q *Queue) Name() string { return q.name }
 
 // Mode is the queue's delivery mode.

@@ -134,18 +134,19 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ac
 	switch {
 	case err == nil:
 		err = acker.ack(fctx, m)
-	case errors.Is(err, ErrSkipRetry) || m.Attempts >= c.q.cfg.MaxAttempts:
-		log.LogAttrs(ctx, slog.LevelWarn, "prioq: message dead-lettered", slog.String("queue", c.q.name),
+	default:
+		skip := errors.Is(err, ErrSkipRetry)
+		level, msg := slog.LevelDebug, "prioq: handler failed, retrying"
+		if skip || m.LastAttempt() {
+			level, msg = slog.LevelWarn, "prioq: message dead-lettered"
+		}
+		log.LogAttrs(ctx, level, msg, slog.String("queue", c.q.name),
 			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", err))
-		if errors.Is(err, ErrSkipRetry) {
+		if skip {
 			err = c.q.failToken(fctx, m.token, 0, err.Error(), failDead)
 		} else {
-			err = m.Retry(fctx, 0, err.Error())
+			err = m.Retry(fctx, 0, err.Error()) // at the last attempt fail.lua dead-letters it
 		}
-	default:
-		log.LogAttrs(ctx, slog.LevelDebug, "prioq: handler failed, retrying", slog.String("queue", c.q.name),
-			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", err))
-		err = m.Retry(fctx, 0, err.Error())
 	}
 	if err != nil {
 		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, c.q.name, err))

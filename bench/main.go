@@ -1,5 +1,5 @@
 // Command bench measures prioq against the five seed approaches, a peer
-// (hibiken/asynq, run from its own module in bench/asynqpeer) and the raw
+// (hibiken/asynq, run as a program of its own, bench/asynqpeer) and the raw
 // Redis ceilings, side by side on one Redis in one run, and reports ratios.
 //
 //	go run ./bench          # about a minute, with asynq, ends with the comparison
@@ -7,7 +7,7 @@
 //	go run ./bench -quick   # a smoke run, about 40 s, no asynq
 //
 // It finds Redis like the tests do: PRIOQ_REDIS_ADDR, else redis-server on
-// PATH on a free port, else Docker. Results go to stdout (Markdown) and to
+// PATH on a free port (`make bench` installs it). Results go to stdout (Markdown) and to
 // -out (results.json, results.md, PNG plots).
 package main
 
@@ -175,9 +175,12 @@ func main() {
 		}
 	}
 	withAsynq := !*noAsynq && *only == "" && !*e2eOnly
-	steps := len(run) + 1 // the scale curves
+	steps := len(run)
 	if withAsynq {
 		steps++
+	}
+	if *only == "" && !*e2eOnly {
+		steps++ // the scale curves
 	}
 	begun := time.Now()
 	step := 0

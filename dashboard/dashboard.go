@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prioq/prioq"
@@ -61,7 +61,10 @@ type handler struct {
 	tmpl  *template.Template
 	csrf  string
 	mux   *http.ServeMux
-	queue map[string]bool
+	queue map[string]bool // the configured names
+
+	mu     sync.Mutex
+	opened map[string]*prioq.Queue
 }
 
 // New returns the dashboard's handler.
@@ -90,11 +93,10 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte("prioq dashboard csrf"))
-	h := &handler{cfg: cfg, tmpl: tmpl, csrf: hex.EncodeToString(mac.Sum(nil)), mux: http.NewServeMux(), queue: map[string]bool{}}
+	token := make([]byte, 32) // one random CSRF token per process
+	_, _ = rand.Read(token)
+	h := &handler{cfg: cfg, tmpl: tmpl, csrf: hex.EncodeToString(token), mux: http.NewServeMux(),
+		queue: map[string]bool{}, opened: map[string]*prioq.Queue{}}
 	for _, q := range cfg.Queues {
 		h.queue[q] = true
 	}
@@ -108,11 +110,21 @@ func New(cfg Config) (http.Handler, error) {
 	return http.NewCrossOriginProtection().Handler(h.mux), nil
 }
 
+// open returns the queue, opened (three round trips) on its first use only.
 func (h *handler) open(ctx context.Context, name string) (*prioq.Queue, error) {
 	if !h.queue[name] {
 		return nil, prioq.ErrNotFound
 	}
-	return prioq.OpenExisting(ctx, h.cfg.Client, name, prioq.Config{AllowEviction: true})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.opened[name]; q != nil {
+		return q, nil
+	}
+	q, err := prioq.OpenExisting(ctx, h.cfg.Client, name, prioq.Config{AllowEviction: true, CallTimeout: h.cfg.CallTimeout})
+	if err == nil {
+		h.opened[name] = q
+	}
+	return q, err
 }
 
 func (h *handler) fail(w http.ResponseWriter, err error) {

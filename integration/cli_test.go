@@ -27,8 +27,11 @@ func buildCLI(t *testing.T) string {
 
 func cli(t *testing.T, bin, url string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(bin, append([]string{"--url", url}, args...)...).CombinedOutput()
-	require.NoError(t, err, "prioq %v: %s", args, out)
+	cmd := exec.Command(bin, append([]string{"--url", url}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output() // stdout only: a warning on stderr must not break the JSON
+	require.NoError(t, err, "prioq %v: %s", args, stderr.String())
 	return string(out)
 }
 

@@ -8,8 +8,8 @@
 -- Messages with generated ids are acked without Lua (ZREM + HDEL in a
 -- pipeline); a caller id must be released only when the ack wins, which needs
 -- the ZREM's answer first, hence this script. Every write removes something,
--- so acks run at maxmemory.
-need(KEYS[1], 'zset')
+-- so acks run at maxmemory. A leases key of the wrong type fails the first
+-- ZREM, before anything is written; the others are checked first.
 need(KEYS[2], 'hash')
 need(KEYS[3], 'set')
 local out = {}

@@ -49,7 +49,7 @@ end
 local lane, score, member = routed(rec, nlanes, kind)
 if not lane then
   local why = 'corrupt in-flight record'
-  return bury('0||' .. now .. '|' .. #why .. '|' .. why .. rec)
+  return bury(dead_record(0, '', now, why, rec))
 end
 local key = KEYS[9 + lane]
 -- The stored attempts count the deliveries before this one (take does not
@@ -73,7 +73,7 @@ if op ~= FAIL_BURY and a and id then
   member = with_attempts(member, off, a)
 end
 if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
-  return bury(lane .. '|' .. score .. '|' .. now .. '|' .. #reason .. '|' .. reason .. env)
+  return bury(dead_record(lane, score, now, reason, env))
 end
 if delay <= 0 then
   need(key, lane_type(kind))

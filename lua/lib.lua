@@ -110,6 +110,13 @@ local function routed(rec, nlanes, kind)
   return lane, score, string.sub(rec, p2 + 1)
 end
 
+-- dead_record is a dead-letter record: "lane|score|diedMs|reasonLen|" then
+-- the reason and the stored body (reliable.go parseDead reads it; a lane of
+-- '0' and an empty score for a record that no longer says where it was).
+local function dead_record(lane, score, now, why, body)
+  return lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. body
+end
+
 -- now_ms is the Redis server's clock in milliseconds: floored, to ask "has
 -- this deadline passed?", and ceiled, to compute a deadline, so that nothing
 -- is early by a fraction of a millisecond. Every deadline comes from here, not

@@ -38,7 +38,7 @@ if #tokens > 0 then
       local lane, score, member = routed(rec, nlanes, kind)
       if not lane then
         local why = 'corrupt in-flight record'
-        deads[#deads + 1] = '0||' .. now .. '|' .. #why .. '|' .. why .. rec
+        deads[#deads + 1] = dead_record(0, '', now, why, rec)
       else
         -- The expired delivery counts now: take left the message as it was.
         local a = attempts(member, off)
@@ -48,7 +48,7 @@ if #tokens > 0 then
         end
         if (a or 0) >= maxa then
           local why = 'lease expired'
-          deads[#deads + 1] = lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. string.sub(member, off + 1)
+          deads[#deads + 1] = dead_record(lane, score, now, why, string.sub(member, off + 1))
         else
           add(lane, score, member)
           back = back + 1

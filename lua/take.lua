@@ -81,20 +81,10 @@ end
 -- undo puts the popped messages back at the head of their lane in their
 -- order, after removing the leases made so far; then it raises err.
 local function undo(err, leased, recorded)
-  if recorded then
-    for i = 1, #hargs, 2 * CHUNK do
-      local part = {}
-      for j = i, math.min(i + 2 * CHUNK - 1, #hargs), 2 do part[#part + 1] = hargs[j] end
-      redis.call('HDEL', KEYS[3], unpack(part))
-    end
-  end
-  if leased then
-    for i = 1, #zargs, 2 * CHUNK do
-      local part = {}
-      for j = i + 1, math.min(i + 2 * CHUNK - 1, #zargs), 2 do part[#part + 1] = zargs[j] end
-      redis.call('ZREM', KEYS[2], unpack(part))
-    end
-  end
+  local tokens = {}
+  for i = 1, #out, 2 do tokens[#tokens + 1] = out[i] end
+  if recorded then chunked('HDEL', KEYS[3], tokens) end
+  if leased then chunked('ZREM', KEYS[2], tokens) end
   if kind == KIND_LEVELS then
     local rev = {}
     for i = #items, 1, -1 do rev[#rev + 1] = items[i] end
@@ -121,15 +111,12 @@ for i = 1, #hargs, CHUNK do
   if type(ok) == 'table' and ok.err then undo(ok, true, false) end
 end
 -- When work remains, wake one more idle consumer: work remains when the
--- popped lane, or a lane served after it, still has messages (one EXISTS).
+-- popped lane, or a lane served after it, still has messages.
 -- Re-arming when nothing is left would only make another consumer run an
 -- empty take. The marker is a single-member set, so it cannot grow.
-local rest, after = {}, false
-for k = 5, #KEYS do
-  if KEYS[k] == key then after = true end
-  if after then rest[#rest + 1] = KEYS[k] end
-end
-local more = redis.call('EXISTS', unpack(rest)) > 0
+-- The lanes ahead of the popped one are empty (the pop took the first
+-- non-empty key), so an EXISTS over every lane asks exactly that.
+local more = redis.call('EXISTS', unpack(KEYS, 5)) > 0
 if more then
   local ok = redis.pcall('ZADD', KEYS[4], 0, WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end

@@ -47,6 +47,8 @@ package prioqotel
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,18 +170,14 @@ func (in *Instrumentation) Enqueue(queue string) prioq.EnqueueMiddleware {
 			now := time.Now()
 			out := make([]prioq.EnqueueItem, len(items))
 			for i, it := range items {
-				opts := append([]prioq.Option(nil), it.Options...)
-				if len(carrier) > 0 {
-					opts = append(opts, prioq.Headers(carrier))
-				}
+				h := maps.Clone(carrier)
 				if ready := it.ReadyAt(now); ready.After(now) {
 					// A delayed message's queue time starts when it is due.
-					opts = append(opts, prioq.Headers(map[string]string{ReadyAtHeader: strconv.FormatInt(ready.UnixMilli(), 10)}))
+					h[ReadyAtHeader] = strconv.FormatInt(ready.UnixMilli(), 10)
 				}
-				out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: opts}
+				out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: append(slices.Clip(it.Options), prioq.Headers(h))}
 			}
-			items = out
-			res, err := next(ctx, items)
+			res, err := next(ctx, out)
 			stored := 0
 			for _, r := range res {
 				if r.Err == nil {
@@ -238,6 +236,8 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 			switch {
 			case err == nil:
 				in.acked.Add(ctx, 1, attrs)
+			case m.LeaseDeadline().IsZero():
+				outcome = "failed" // AtMostOnce: nothing is retried or dead-lettered
 			case errors.Is(err, prioq.ErrSkipRetry) || m.LastAttempt():
 				outcome = "dead_lettered"
 				in.dead.Add(ctx, 1, attrs)

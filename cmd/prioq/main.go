@@ -180,6 +180,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	}
 }
 
+// scanTimeout bounds listing the queues (every SCAN page of every primary).
+const scanTimeout = 30 * time.Second
+
 // redisClient is what the three kinds of client (pool, Sentinel, Cluster)
 // have in common.
 type redisClient interface {
@@ -286,6 +289,8 @@ func listQueues(ctx context.Context, c redisClient, w io.Writer) error {
 // queueNames finds queues by their meta keys with SCAN (never KEYS), on
 // every primary of a Sentinel or Cluster client.
 func queueNames(ctx context.Context, c redisClient) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, scanTimeout) // SCAN calls radix directly
+	defer cancel()
 	var nodes []radix.Client
 	switch c := c.(type) {
 	case radix.MultiClient:
@@ -475,19 +480,15 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 	switch sub {
 	case "list", "show":
 		fs := newFlags("dead " + sub)
-		n := fs.Int("n", 20, "")
 		payload := fs.Bool("payload", sub == "show", "")
-		want := 0
-		if sub == "show" {
-			want = 1
+		limit, want := prioq.MaxBatch, 1 // show: look for the id among the first MaxBatch
+		if sub == "list" {
+			limit, want = 20, 0
+			fs.IntVar(&limit, "n", limit, "")
 		}
 		pos, err := parse(fs, args, want)
 		if err != nil {
 			return err
-		}
-		limit := *n
-		if sub == "show" {
-			limit = prioq.MaxBatch
 		}
 		letters, err := q.DeadLetters(ctx, 0, limit)
 		if err != nil {
