@@ -80,28 +80,42 @@ func doBounded(ctx context.Context, c Client, timeout time.Duration, a radix.Act
 // fewer confirm, or WAIT fails, the write has still been made: write returns
 // an error wrapping ErrNotReplicated, and a's receivers hold its reply.
 func (q *Queue) write(ctx context.Context, a radix.Action) error {
+	err, notRepl := q.writeWait(ctx, a)
+	if err != nil {
+		return err
+	}
+	return notRepl
+}
+
+// writeWait is write for pipelines, whose commands Redis judges one by one:
+// an error reply of one (a refused HINCRBY at maxmemory, say) does not mean
+// the others wrote nothing, so WAIT is sent after it too. It returns a's
+// error and, apart, the replication verdict (nil, or wrapping
+// ErrNotReplicated); without WaitReplicas the verdict is nil.
+func (q *Queue) writeWait(ctx context.Context, a radix.Action) (err, notRepl error) {
 	want := q.cfg.WaitReplicas
 	if want <= 0 {
-		return q.do(ctx, a)
+		return q.do(ctx, a), nil
 	}
 	var got int
+	var aErr error
 	wrote := false
-	err := q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
-		if err := conn.Do(ctx, a); err != nil {
-			return err
+	err = q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
+		if aErr = conn.Do(ctx, a); aErr != nil && !isReply(aErr) {
+			return aErr
 		}
 		wrote = true
 		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(q.cfg.WaitTimeout.Milliseconds())))
 	}))
 	switch {
 	case errors.Is(err, errAbandoned):
-		return err
+		return err, nil
 	case err != nil && wrote:
-		return fmt.Errorf("%w: WAIT failed: %w", ErrNotReplicated, err)
+		return aErr, fmt.Errorf("%w: WAIT failed: %w", ErrNotReplicated, err)
 	case err != nil:
-		return err
+		return err, nil
 	case got < want:
-		return fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, q.cfg.WaitTimeout)
+		return aErr, fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, q.cfg.WaitTimeout)
 	}
-	return nil
+	return aErr, nil
 }

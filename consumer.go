@@ -119,20 +119,23 @@ const blockMargin = 2 * time.Second
 //
 // A consumer runs these parts, each in a file of its name:
 //   - the fetcher: one fetch at a time for Receive, ReceiveBatch and Run (a
-//     take, or a blocking pop, and the wait for a wake-up in between);
+//     take, or a blocking pop, and the wait for a wake-up in between); an
+//     AtLeastOnce take is merged with the queue's other consumers' takes in
+//     flight (without Weights, same Lease: see Queue);
 //   - the promoter, unless NoPromoter: moves due delayed messages into their
 //     lanes, sleeping until the next due time;
 //   - the sweeper (AtLeastOnce): gives expired leases back to their lanes;
-//   - an ack batcher per Run call (AtLeastOnce): all acks ready together in
-//     one round trip.
+//
+// Acks (Run's included) are merged queue-wide with the acks in flight at the
+// same time, by the Queue.
 //
 // The promoter and the sweeper start with the consumer. Close stops them in
 // this order: no fetch starts any more; the wake-up wait, the promoter and the
 // sweeper are cancelled; the fetch in progress ends (an AtMostOnce pop runs to
 // its end, so that nothing it pops is lost); messages fetched but not handed
 // out are given back; the promoter and the sweeper return. Each step is
-// bounded by Close's ctx. Run's ack batcher stops when Run returns, after the
-// last handler's ack.
+// bounded by Close's ctx. A take queued behind another consumer's and not sent
+// yet is dropped at once; one sent is waited for, and what it took given back.
 type Consumer struct {
 	q            *Queue
 	cfg          ConsumerConfig
@@ -208,8 +211,10 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 }
 
 // ReceiveBatch is Receive for up to n messages (at least one, at most
-// MaxBatch however large n is), all from the highest non-empty lane, in one
-// round trip. Cancelling ctx works as for Receive: it returns ctx.Err() and
+// MaxBatch however large n is), in priority order, in one round trip.
+// AtLeastOnce fills the batch from lane after lane (in the drawn order with
+// Weights); an AtMostOnce batch comes from the highest non-empty lane only
+// (one blocking pop). Cancelling ctx works as for Receive: it returns ctx.Err() and
 // takes nothing for the caller.
 func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) {
 	if n < 1 {

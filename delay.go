@@ -37,23 +37,11 @@ func (q *Queue) promoteAt(ctx context.Context, nowMs string) (int, time.Duration
 }
 
 // nextDue reads the due time at the head of the delayed set (unix ms, server
-// clock; -1: nothing delayed). With checkMeta it also puts the queue's meta
-// key back if it is missing (a restart without persistence).
-func (q *Queue) nextDue(ctx context.Context, checkMeta bool) (int64, error) {
+// clock; -1: nothing delayed).
+func (q *Queue) nextDue(ctx context.Context) (int64, error) {
 	var head []string
-	meta := 1
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(&head, "ZRANGE", q.k.delayed, "0", "0", "WITHSCORES"))
-	if checkMeta {
-		p.Append(radix.Cmd(&meta, "EXISTS", q.k.meta))
-	}
-	if err := q.do(ctx, p); err != nil {
+	if err := q.do(ctx, radix.Cmd(&head, "ZRANGE", q.k.delayed, "0", "0", "WITHSCORES")); err != nil {
 		return 0, fmt.Errorf("prioq: next due in %q: %w", q.name, err)
-	}
-	if meta == 0 {
-		if err := q.writeMeta(ctx); err != nil {
-			return 0, err
-		}
 	}
 	if len(head) < 2 {
 		return -1, nil
@@ -63,19 +51,6 @@ func (q *Queue) nextDue(ctx context.Context, checkMeta bool) (int64, error) {
 		return 0, fmt.Errorf("prioq: next due in %q: %w: score %q", q.name, ErrCorrupt, head[1])
 	}
 	return int64(f), nil
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	if d < 0 {
-		d = 0
-	}
-	t.Reset(d)
 }
 
 // sleepCtx waits d or until ctx is done; it reports whether d elapsed.

@@ -153,9 +153,11 @@ func TestSleepCtx(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Second)
 }
 
-// resetTimer arms a timer whatever its state: running, stopped, or fired
-// with its tick not read; a negative duration fires at once.
-func TestResetTimer(t *testing.T) {
+// The promoter re-arms its timer with Reset whatever the timer's state:
+// running, stopped, or fired with its tick not read. That is safe only with
+// the timers of go.mod ≥ 1.23 (synchronous channels: Reset drops a tick not
+// read); this pins it, and a negative duration firing at once.
+func TestTimerResetAsThePromoterUsesIt(t *testing.T) {
 	fired := func(tm *time.Timer, within time.Duration) bool {
 		select {
 		case <-tm.C:
@@ -165,15 +167,15 @@ func TestResetTimer(t *testing.T) {
 		}
 	}
 	tm := time.NewTimer(time.Hour)
-	resetTimer(tm, -time.Second)
+	tm.Reset(-time.Second)
 	assert.True(t, fired(tm, time.Second), "negative: at once")
 
 	tm = time.NewTimer(time.Millisecond)
 	time.Sleep(10 * time.Millisecond) // it fired; nobody read the tick
-	resetTimer(tm, time.Hour)
+	tm.Reset(time.Hour)
 	assert.False(t, fired(tm, 20*time.Millisecond), "the old tick must not be seen after a reset")
 
 	tm.Stop()
-	resetTimer(tm, 0)
+	tm.Reset(0)
 	assert.True(t, fired(tm, time.Second), "a stopped timer is armed again")
 }

@@ -48,6 +48,7 @@
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane 0, no score)
+//	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
 //
 // The envelope is a versioned binary record: version, flags, priority,
 // enqueue time, attempts, id, payload (see envelope.go).
@@ -57,14 +58,21 @@
 // Round trips (one Lua call or one pipeline each) and Redis commands, counting
 // the commands a script runs:
 //
-//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, + ZADD wake-up for AtLeastOnce (no Lua)
+//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua)
 //	Enqueue otherwise (delay, ID, Range)   1 round trip; one script, 3-5 commands
 //	EnqueueBatch                           1 round trip for the whole batch (one script)
-//	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, ZADD, HSET, ZADD wake-up
+//	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up
 //	take, AtMostOnce                       1 round trip; BLPOP / BZPOPMIN (BLMPOP / BZMPOP for batches)
-//	Ack, AckBatch                          1 round trip; ZREM + HDEL per message, pipelined (ack.lua with a caller id)
+//	Ack, AckBatch                          1 round trip; ZREM + HDEL per message + HINCRBY, pipelined (ack.lua with a caller id)
 //	promotion                              1 round trip per batch of due messages
 //	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
+//
+// Concurrent single calls on one Queue share round trips: an Enqueue of the
+// first row, an Ack, and AtLeastOnce takes (of consumers without Weights,
+// same Lease) that arrive while a call of their kind is in flight wait for
+// it and then go together, as one pipeline or one script call; a lone call
+// goes at once. Redis spends most of a small message's cost per round trip,
+// so under concurrency this is most of the cost saved.
 //
 // # Failures
 //

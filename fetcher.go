@@ -274,6 +274,10 @@ func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 	c, q := f.c, f.c.q
 	take := func() ([]*Message, error) {
+		if c.cfg.Weights == nil {
+			// The queue's fixed order: merged with its other consumers' takes.
+			return q.takeMerged(c.bg, n, c.cfg.Lease)
+		}
 		// Not derived from c.bg: a take abandoned by Close would lease a
 		// message nobody holds until its lease ran out. It ends by itself.
 		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)

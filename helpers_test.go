@@ -2,12 +2,11 @@ package prioq
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,16 +58,7 @@ func newClient(t testing.TB) radix.Client {
 	return sharedClient
 }
 
-// queueName is unique per test and run, and safe as a queue name.
-func queueName(t testing.TB) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	n := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
-	if len(n) > 80 {
-		n = n[len(n)-80:]
-	}
-	return n + "." + hex.EncodeToString(b[:])
-}
+func queueName(t testing.TB) string { return testkit.QueueName(t) }
 
 func openQueue(t testing.TB, c Client, cfg Config) *Queue {
 	t.Helper()
@@ -165,11 +155,46 @@ func ownPool(t *testing.T, addr string, size int) radix.Client {
 // pureQueue is a Queue with no client, for tests of code that makes no Redis
 // call: any call it tried would panic.
 func pureQueue(cfg Config) *Queue {
-	cfg = cfg.withDefaults()
-	return &Queue{name: "pure", cfg: cfg, k: newKeySet("pure", cfg.Layout.lanes()), clock: time.Now}
+	return newQueue(nil, "pure", cfg.withDefaults())
 }
 
 // clientFunc is a Client made of a function, for tests without Redis.
 type clientFunc func(context.Context, radix.Action) error
 
 func (f clientFunc) Do(ctx context.Context, a radix.Action) error { return f(ctx, a) }
+
+// infoValue reads one field of an INFO section ("" when absent).
+func infoValue(t testing.TB, c radix.Client, section, field string) string {
+	t.Helper()
+	var info string
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&info, "INFO", section)))
+	for _, line := range strings.Split(strings.ReplaceAll(info, "\r", ""), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func infoInt(t testing.TB, c radix.Client, section, field string) int {
+	t.Helper()
+	n, err := strconv.Atoi(infoValue(t, c, section, field))
+	require.NoError(t, err)
+	return n
+}
+
+// commandCalls reads INFO commandstats: calls per command.
+func commandCalls(t testing.TB, c radix.Client) map[string]int {
+	t.Helper()
+	var info string
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&info, "INFO", "commandstats")))
+	out := map[string]int{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if ok {
+			n, _ := strconv.Atoi(rest[:strings.Index(rest, ",")])
+			out[name] = n
+		}
+	}
+	return out
+}

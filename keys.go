@@ -19,6 +19,7 @@ type keySet struct {
 	leases   string   // ZSET  lease token -> deadline (ms) (AtLeastOnce)
 	inflight string   // HASH  lease token -> routed lane member (AtLeastOnce)
 	dead     string   // LIST  dead-letter records (AtLeastOnce)
+	counts   string   // HASH  totals for rates: messages enqueued, acks
 	lanes    []string // lane 0 (lowest priority) first
 
 	// Built once per queue, read-only afterwards: every slice has cap == len,
@@ -32,7 +33,7 @@ type keySet struct {
 	purgeKeys   []string // ids, delayed, dstore, sched, lanes...
 	cancelKeys  []string // ids, delayed, dstore, lanes highest first...
 	failKeys    []string // leases, inflight, delayed, dstore, dead, wake, sched, seq, lanes...
-	sweepKeys   []string // leases, inflight, dead, wake, paused, meta, lanes...
+	sweepKeys   []string // leases, inflight, dead, wake, paused, lanes...
 	deadKeys    []string // dead, ids, seq, wake, lanes...
 }
 
@@ -50,6 +51,7 @@ func newKeySet(name string, lanes int) keySet {
 		leases:   p + "leases",
 		inflight: p + "inflight",
 		dead:     p + "dead",
+		counts:   p + "counts",
 		lanes:    make([]string, lanes),
 	}
 	k.laneIndex = make(map[string]int, lanes)
@@ -66,7 +68,7 @@ func newKeySet(name string, lanes int) keySet {
 	k.purgeKeys = withLanes(k.lanes, k.ids, k.delayed, k.dstore, k.sched)
 	k.cancelKeys = withLanes(k.highFirst, k.ids, k.delayed, k.dstore)
 	k.failKeys = withLanes(k.lanes, k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched, k.seq)
-	k.sweepKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake, k.paused, k.meta)
+	k.sweepKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake, k.paused)
 	k.deadKeys = withLanes(k.lanes, k.dead, k.ids, k.seq, k.wake)
 	return k
 }
@@ -76,5 +78,5 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 // all lists every key of the queue, for Purge-style operations and tests.
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
-		k.wake, k.paused, k.leases, k.inflight, k.dead}, k.lanes...)
+		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts}, k.lanes...)
 }

@@ -24,13 +24,14 @@ func TestNewKeySet(t *testing.T) {
 	assert.Equal(t, p+"leases", k.leases)
 	assert.Equal(t, p+"inflight", k.inflight)
 	assert.Equal(t, p+"dead", k.dead)
+	assert.Equal(t, p+"counts", k.counts)
 	lanes := []string{p + "lane:0", p + "lane:1", p + "lane:2"}
 	assert.Equal(t, lanes, k.lanes)
 	assert.Equal(t, []string{p + "lane:2", p + "lane:1", p + "lane:0"}, k.highFirst)
 	assert.Equal(t, map[string]int{lanes[0]: 0, lanes[1]: 1, lanes[2]: 2}, k.laneIndex)
 
 	all := k.all()
-	require.Len(t, all, 11+3)
+	require.Len(t, all, 12+3)
 	seen := map[string]bool{}
 	for _, key := range all {
 		assert.True(t, strings.HasPrefix(key, p), key)
@@ -44,7 +45,7 @@ func TestNewKeySet(t *testing.T) {
 	assert.Equal(t, with(k.ids, k.delayed, k.dstore, k.sched), k.purgeKeys)
 	assert.Equal(t, append([]string{k.ids, k.delayed, k.dstore}, k.highFirst...), k.cancelKeys)
 	assert.Equal(t, with(k.leases, k.inflight, k.delayed, k.dstore, k.dead, k.wake, k.sched, k.seq), k.failKeys)
-	assert.Equal(t, with(k.leases, k.inflight, k.dead, k.wake, k.paused, k.meta), k.sweepKeys)
+	assert.Equal(t, with(k.leases, k.inflight, k.dead, k.wake, k.paused), k.sweepKeys)
 	assert.Equal(t, with(k.dead, k.ids, k.seq, k.wake), k.deadKeys)
 }
 

@@ -2,9 +2,9 @@ package prioq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -113,7 +113,8 @@ func (m *Message) leased() error {
 	return nil
 }
 
-// Ack marks the message done and deletes it: one round trip, two commands.
+// Ack marks the message done and deletes it: one round trip, two commands,
+// shared with the other acks of its queue in flight at the same time.
 // It fails with ErrLeaseLost, changing nothing, when the lease expired and the
 // message was taken back; the work may then be done twice (at-least-once).
 // With Config.WaitReplicas, ErrNotReplicated means the ack was made but not
@@ -123,9 +124,15 @@ func (m *Message) Ack(ctx context.Context) error {
 	if err := m.leased(); err != nil {
 		return err
 	}
-	errs := m.q.ack(ctx, []*Message{m})
-	return errs[0]
+	acks := m.q.acks
+	if m.callerID {
+		acks = m.q.idAcks
+	}
+	return acks.do(ctx, m, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
 }
+
+// Bounds of one merged ack call (two commands per message in a pipeline).
+const maxMergedAcks = 256
 
 // Retry gives the message back for another attempt after `after` (0: the
 // queue's Backoff for this attempt), recording reason as its last error. When
@@ -188,6 +195,9 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
 		}
 	}
+	if len(msgs) == 1 {
+		return []error{msgs[0].Ack(ctx)}
+	}
 	return msgs[0].q.ack(ctx, msgs)
 }
 
@@ -202,8 +212,12 @@ func fill(errs []error, err error) []error {
 // pipeline of ZREM + HDEL per message, no Lua: the ZREM reply is the fence (1
 // only while this delivery's lease token is current; an expired lease was
 // re-leased under a new token, so the HDEL of an old token never touches the
-// new delivery). Caller ids must be released only when the ack wins, which
-// needs the ZREM's answer first, so batches holding one go through ack.lua.
+// new delivery). Each message's outcome is its own ZREM's: an error reply of
+// another command (the HINCRBY of the total refused at maxmemory, an HDEL on
+// a wrong-typed record hash, which then holds no record) is not its error.
+// Caller ids must be released only when the ack wins, which needs the ZREM's
+// answer first, so batches holding one go through ack.lua (Ack merges them
+// apart from the others: see Queue.idAcks).
 func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
 	removed := make([]int, len(msgs))
 	var act radix.Action
@@ -216,18 +230,24 @@ func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
 			}
 			args = append(args, m.token, id)
 		}
-		act = ackScript.Cmd(&removed, []string{q.k.leases, q.k.inflight, q.k.ids}, args...)
+		// The script's reply replaces removed whole; it counts its acks itself.
+		act = ackScript.Cmd(&removed, []string{q.k.leases, q.k.inflight, q.k.ids, q.k.counts}, args...)
 	} else {
 		p := radix.NewPipeline()
 		for i, m := range msgs {
+			removed[i] = -1 // no reply yet
 			p.Append(radix.Cmd(&removed[i], "ZREM", q.k.leases, m.token))
 			p.Append(radix.Cmd(nil, "HDEL", q.k.inflight, m.token))
 		}
+		// The total for rates (Stats.Acked): a pipeline cannot make it depend
+		// on the ZREMs, so an ack that lost its lease counts too (rare: rates,
+		// not accounts).
+		p.Append(radix.Cmd(nil, "HINCRBY", q.k.counts, countAcked, strconv.Itoa(len(msgs))))
 		act = p
 	}
+	werr, notRepl := q.writeWait(ctx, act)
 	errs := make([]error, len(msgs))
-	werr := q.write(ctx, act)
-	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
+	if werr != nil && (!isReply(werr) || hasCallerID(msgs)) {
 		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, werr))
 	}
 	if len(removed) != len(msgs) {
@@ -235,10 +255,12 @@ func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
 	}
 	for i, m := range msgs {
 		switch {
+		case removed[i] < 0: // its ZREM failed (a wrong-typed leases key)
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, werr)
 		case removed[i] == 0:
 			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, ErrLeaseLost)
-		case werr != nil:
-			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, werr)
+		case notRepl != nil:
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, notRepl)
 		}
 	}
 	return errs

@@ -268,9 +268,9 @@ func (q *Queue) enqueueBatch(ctx context.Context, items []EnqueueItem) ([]Enqueu
 
 func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
 	if q.canSendPlain(ps) {
-		return q.sendPlain(ctx, ps)
+		return q.sendPlain(ctx, ps[0])
 	}
-	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake}
+	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake, q.k.counts}
 	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
 	args := make([]string, 0, 3+7*len(ps))
 	args = append(args, q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
@@ -327,38 +327,83 @@ func (q *Queue) canSendPlain(ps []prepared) bool {
 	return len(ps) == 1 && !q.isRange() && !ps[0].caller && ps[0].due == ""
 }
 
-// sendPlain stores one ready message of a Levels queue without Lua: an RPUSH
-// (atomic by itself) and, for AtLeastOnce, the wake-up marker (an idempotent
-// ZADD on a one-member set) in the same round trip. A pipeline is not a
-// script: Redis judges each command alone, so the RPUSH can succeed and the
-// ZADD fail (at maxmemory the RPUSH may be the write that crosses the limit).
-// What counts is the RPUSH: when its reply arrived the message is stored and
-// the enqueue succeeded, whatever the ZADD did; a wake-up lost that way (or
-// with a connection cut between the two) is re-armed by the lease sweep.
-func (q *Queue) sendPlain(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
-	m := ps[0]
-	var length int64 // the lane's length after the RPUSH; 0 until its reply arrives
-	var act radix.Action = radix.Cmd(&length, "RPUSH", q.k.lanes[m.lane], string(m.env))
+// sendPlain stores one ready message of a Levels queue without Lua, merged
+// with the single enqueues of other goroutines in flight at the same time
+// (see coalescer): one round trip for all of them.
+func (q *Queue) sendPlain(ctx context.Context, p prepared) ([]EnqueueResult, error) {
+	r := q.plain.do(ctx, p, func(err error) plainResult {
+		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)}
+	})
+	if r.err != nil && r.res.ID == "" {
+		return nil, r.err
+	}
+	return []EnqueueResult{r.res}, r.err
+}
+
+type plainResult struct {
+	res EnqueueResult // ID set when the message is stored
+	err error
+}
+
+// Bounds of one merged enqueue: a reply per lane, so the count only bounds
+// the call's size; the bytes keep large messages from making one huge request.
+const (
+	maxMergedEnqueues     = 256
+	maxMergedEnqueueBytes = 1 << 20
+)
+
+// sendPlainMany stores ready messages of a Levels queue without Lua: one
+// RPUSH per lane (atomic by itself, the messages in the order given) and,
+// for AtLeastOnce, the wake-up marker (an idempotent ZADD on a one-member set),
+// in one pipeline. A pipeline is not a script: Redis judges each command
+// alone, so one lane's RPUSH can succeed while another's or the ZADD fails
+// (at maxmemory the first RPUSH may be the write that crosses the limit).
+// What counts for a message is its lane's RPUSH: when its reply arrived the
+// message is stored and its enqueue succeeded, whatever the rest did; a
+// wake-up lost that way (or with a connection cut in between) is re-armed by
+// the lease sweep.
+func (q *Queue) sendPlainMany(ctx context.Context, ps []prepared) []plainResult {
+	byLane := make(map[int][]string, 4)
+	var order []int // lanes in first-use order
+	for _, m := range ps {
+		if byLane[m.lane] == nil {
+			order = append(order, m.lane)
+		}
+		byLane[m.lane] = append(byLane[m.lane], string(m.env))
+	}
+	length := make(map[int]*int64, len(order)) // a lane's length after its RPUSH; 0 until its reply arrives
+	var cmds []radix.Action
+	for _, l := range order {
+		length[l] = new(int64)
+		cmds = append(cmds, radix.Cmd(length[l], "RPUSH", append([]string{q.k.lanes[l]}, byLane[l]...)...))
+	}
+	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
+	// did: at maxmemory it may count a message refused (rates, not accounts).
+	cmds = append(cmds, radix.Cmd(nil, "HINCRBY", q.k.counts, countEnqueued, strconv.Itoa(len(ps))))
 	if q.cfg.Mode == AtLeastOnce {
+		cmds = append(cmds, radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
+	}
+	act := cmds[0]
+	if len(cmds) > 1 {
 		p := radix.NewPipeline()
-		p.Append(act)
-		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
+		for _, c := range cmds {
+			p.Append(c)
+		}
 		act = p
 	}
-	err := q.write(ctx, act)
-	stored := err == nil || errors.Is(err, ErrNotReplicated) || (isReply(err) && length > 0)
-	if !stored {
-		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+	err, notRepl := q.writeWait(ctx, act)
+	out := make([]plainResult, len(ps))
+	for i, m := range ps {
+		if err != nil && !(isReply(err) && *length[m.lane] > 0) {
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+			continue
+		}
+		// Stored: what another command of the pipeline did (a wake-up or a
+		// total refused, another caller's lane) is not this enqueue's error.
+		out[i].res.ID = m.id
+		if notRepl != nil {
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", q.name, notRepl)
+		}
 	}
-	res := []EnqueueResult{{ID: m.id}}
-	switch {
-	case err == nil:
-		return res, nil
-	case errors.Is(err, ErrNotReplicated):
-	case q.cfg.WaitReplicas > 0: // the ZADD failed, so WAIT was not sent
-		err = fmt.Errorf("%w: %w", ErrNotReplicated, err)
-	default:
-		return res, nil
-	}
-	return res, fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+	return out
 }

@@ -19,8 +19,8 @@ import (
 //
 // Every call has a deadline, so a call that hangs (a half-open connection, a
 // pool replaced by a Sentinel failover) fails at its deadline and the loop
-// goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait, and an EXISTS
-// every few of those to put back a lost meta key.
+// goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait and, in
+// AtMostOnce (which has no sweeper), a keepMeta every few of those.
 type promoter struct {
 	c *Consumer
 }
@@ -73,9 +73,12 @@ func (p *promoter) run(ctx context.Context) {
 				}
 			}
 		} else {
+			if round%metaEvery == 0 && c.q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
+				c.keepMeta(ctx)
+			}
 			cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
 			var due int64
-			due, err = q.nextDue(cctx, round%metaEvery == 0)
+			due, err = q.nextDue(cctx)
 			cancel()
 			if err == nil && due >= 0 {
 				next = max(0, time.Duration(due-serverMs)*time.Millisecond-time.Since(learnedAt))
@@ -86,11 +89,11 @@ func (p *promoter) run(ctx context.Context) {
 				return
 			}
 			c.report(err)
-			resetTimer(timer, c.cfg.RetryInterval)
+			timer.Reset(c.cfg.RetryInterval)
 			continue
 		}
 		if next >= 0 {
-			resetTimer(timer, next)
+			timer.Reset(next) // go.mod ≥ 1.23: Reset drops a tick not read yet
 		} else {
 			timer.Stop()
 		}

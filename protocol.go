@@ -54,6 +54,15 @@ const (
 	// What dead.lua does: requeue dead letters, or purge them.
 	deadRequeue = "requeue"
 	deadPurge   = "purge"
+
+	// takeManyLanes is how many lanes after the popped one make take.lua ask
+	// the popped lane alone first whether work remains (one key), before the
+	// rest (see remains in take.lua): below it, one EXISTS over all is cheaper.
+	takeManyLanes = 8
+
+	// The fields of the counts hash: messages stored by enqueues, and acks.
+	countEnqueued = "enqueued"
+	countAcked    = "acked"
 )
 
 // luaConstants is the prelude's first part: every constant above, and the
@@ -70,6 +79,7 @@ func luaConstants() string {
 	num("FLAG_CALLER_ID", flagCallerID)
 	num("SEQ_LEN", seqLen)
 	num("CHUNK", luaChunk)
+	num("MANY_LANES", takeManyLanes)
 	num("KIND_LEVELS", mustAtoi(argKindLevels))
 	num("KIND_RANGE", mustAtoi(argKindRange))
 	str("YES", argYes)
@@ -83,6 +93,8 @@ func luaConstants() string {
 	str("REPLY_PAUSED", replyPaused)
 	str("DEAD_REQUEUE", deadRequeue)
 	str("DEAD_PURGE", deadPurge)
+	str("COUNT_ENQUEUED", countEnqueued)
+	str("COUNT_ACKED", countAcked)
 	return b.String()
 }
 

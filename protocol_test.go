@@ -22,7 +22,7 @@ func TestLuaReadsEnvelopesAsGoWritesThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := newClient(t)
-	script := radix.NewEvalScript(prelude + `
+	script := radix.NewEvalScript(constants + libSrc + `
 local off = tonumber(ARGV[2])
 local id, caller = env_id(ARGV[1], off)
 local a = attempts(ARGV[1], off)

@@ -140,7 +140,9 @@ func (c Config) withDefaults() Config {
 }
 
 // Queue is a handle on one named queue in Redis. It is safe for concurrent use
-// and cheap to keep; it holds no connection of its own.
+// and cheap to keep; it holds no connection of its own. Concurrent single
+// Enqueue and Ack calls on one Queue share round trips (see the README), so
+// share one Queue per queue name in a process.
 type Queue struct {
 	c    Client
 	name string
@@ -150,6 +152,27 @@ type Queue struct {
 	// clock is this host's clock (time.Now; tests set others). It stamps ids
 	// and EnqueuedAt; no deadline depends on it (see now_ms in lua/lib.lua).
 	clock func() time.Time
+
+	// plain and acks merge concurrent single enqueues and acks (coalesce.go).
+	plain  *coalescer[prepared, plainResult]
+	acks   *coalescer[*Message, error] // of messages with generated ids (a pipeline)
+	idAcks *coalescer[*Message, error] // of messages with caller ids (ack.lua)
+
+	takes *takeMergers
+}
+
+// newQueue is a handle on name with cfg (defaults applied), making no call.
+func newQueue(c Client, name string, cfg Config) *Queue {
+	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now}
+	q.plain = &coalescer[prepared, plainResult]{run: q.sendPlainMany, size: func(p prepared) int { return len(p.env) },
+		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
+	newAcks := func() *coalescer[*Message, error] {
+		return &coalescer[*Message, error]{run: q.ack, size: func(*Message) int { return 1 },
+			maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
+	}
+	q.acks, q.idAcks = newAcks(), newAcks()
+	q.takes = &takeMergers{byLease: make(map[time.Duration]*coalescer[int, takeResult])}
+	return q
 }
 
 func (q *Queue) now() time.Time { return q.clock() }
@@ -202,7 +225,7 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	if cfg.Mode != AtLeastOnce && cfg.Mode != AtMostOnce {
 		return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, cfg.Mode)
 	}
-	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now}
+	q := newQueue(c, name, cfg)
 	if err := q.checkEviction(ctx); err != nil {
 		return nil, err
 	}
@@ -334,6 +357,14 @@ type Stats struct {
 	OldestReady time.Duration
 	// Paused reports whether consumers are paused.
 	Paused bool
+
+	// Enqueued and Acked are totals since the queue began: messages stored
+	// by Enqueue and EnqueueBatch (a duplicate id not counted), and acks
+	// (AtLeastOnce). Two snapshots give rates: (b.Acked - a.Acked) / time
+	// between them. They are for rates, not accounts: a pipelined enqueue
+	// refused at maxmemory, or an ack that lost its lease, may still count.
+	Enqueued int64
+	Acked    int64
 }
 
 // Stats reads the queue's counters in one pipelined round trip. Cancelling ctx
@@ -359,10 +390,16 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	p.Append(radix.Cmd(&paused, "EXISTS", q.k.paused))
 	var now []string // the server's TIME: seconds, microseconds
 	p.Append(radix.Cmd(&now, "TIME"))
+	var counts []string // missing fields read as ""
+	p.Append(radix.Cmd(&counts, "HMGET", q.k.counts, countEnqueued, countAcked))
 	if err := q.do(ctx, p); err != nil {
 		return Stats{}, fmt.Errorf("prioq: stats %q: %w", q.name, err)
 	}
 	st.Paused = paused == 1
+	if len(counts) == 2 {
+		st.Enqueued, _ = strconv.ParseInt(counts[0], 10, 64)
+		st.Acked, _ = strconv.ParseInt(counts[1], 10, 64)
+	}
 	oldest := int64(-1)
 	for i, c := range st.Lanes {
 		st.Ready += c

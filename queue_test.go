@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,4 +383,89 @@ func TestOpenExisting(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotFound)
 	_, err = OpenExisting(ctx, c, "", Config{})
 	assert.ErrorIs(t, err, ErrInvalidName)
+}
+
+// Stats.Enqueued and Stats.Acked count what was stored and acked, by every
+// path (plain, batch, delayed, caller id, merged), and a duplicate id is not
+// counted; they survive Purge (totals, for rates).
+func TestStatsCountsEnqueuesAndAcks(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	for _, l := range []struct {
+		name   string
+		layout Layout
+	}{{"Levels", Levels(3)}, {"Range", Range(0, 99, 3)}} {
+		t.Run(l.name, func(t *testing.T) {
+			q := openQueue(t, c, Config{Layout: l.layout})
+			for range 3 {
+				_, err := q.Enqueue(ctx, []byte("plain"))
+				require.NoError(t, err)
+			}
+			res, err := q.EnqueueBatch(ctx, []EnqueueItem{
+				{Payload: []byte("a"), Options: []Option{ID("dup")}},
+				{Payload: []byte("b"), Options: []Option{ID("dup")}},
+				{Payload: []byte("c")}, {Payload: []byte("d")},
+			})
+			require.NoError(t, err)
+			require.ErrorIs(t, res[1].Err, ErrDuplicate)
+			_, err = q.Enqueue(ctx, []byte("later"), Delay(time.Hour))
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte("id"), ID("other"))
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte("again"), ID("other"))
+			require.ErrorIs(t, err, ErrDuplicate)
+
+			msgs, _, err := q.take(ctx, q.k.highFirst, 10, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, msgs, 7)
+			for _, err := range AckBatch(ctx, msgs[:3]...) { // one pipeline or script
+				require.NoError(t, err)
+			}
+			var wg sync.WaitGroup
+			for _, m := range msgs[3:5] { // single acks, maybe merged
+				wg.Add(1)
+				go func() { defer wg.Done(); assert.NoError(t, m.Ack(ctx)) }()
+			}
+			wg.Wait()
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(3+3+1+1), st.Enqueued)
+			assert.Equal(t, int64(5), st.Acked)
+
+			_, err = q.Purge(ctx)
+			require.NoError(t, err)
+			st, err = q.Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(8), st.Enqueued, "totals outlive Purge")
+		})
+	}
+}
+
+// A counts key of the wrong type does not fail an enqueue or an ack that
+// stored or acked (the totals are for rates); Stats (and Len) report it, as
+// for any key of the queue.
+func TestWrongTypedCountsKeyFailsNoWrite(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(2)})
+	corrupt(t, q, q.k.counts)
+	_, err := q.Enqueue(ctx, []byte("plain"))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("scripted"), ID("x"))
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", q.k.lanes[0])))
+	require.Equal(t, 2, n)
+	msgs, _, err := q.take(ctx, q.k.highFirst, 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.False(t, msgs[0].callerID)
+	require.NoError(t, msgs[0].Ack(ctx)) // the pipelined ack
+	require.True(t, msgs[1].callerID)
+	require.NoError(t, msgs[1].Ack(ctx)) // ack.lua
+	var inflight int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&inflight, "ZCARD", q.k.leases)))
+	assert.Zero(t, inflight)
+	_, err = q.Stats(ctx)
+	assert.Error(t, err)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -72,6 +73,60 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 	return msgs, false, nil
 }
 
+// takeMerged is take over the queue's fixed lane order, merged with the
+// takes of the queue's other consumers (same lease) in flight at the same
+// time: one script call pops for all of them, each gets its own messages
+// (the first asker the first ones, so the priority order holds across them).
+// A take still queued when ctx ends (the consumer closing) is dropped and
+// returns ErrClosed; one sent is waited for whatever ctx does, because its
+// leased messages must reach their asker (each call has CallTimeout).
+func (q *Queue) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*Message, error) {
+	q.takes.mu.Lock()
+	c := q.takes.byLease[lease]
+	if c == nil {
+		c = &coalescer[int, takeResult]{
+			run:  func(ctx context.Context, ns []int) []takeResult { return q.takeFor(ctx, ns, lease) },
+			size: func(n int) int { return n }, maxItems: MaxBatch, maxBytes: MaxBatch, timeout: q.cfg.CallTimeout,
+			keepSent: true,
+		}
+		q.takes.byLease[lease] = c
+	}
+	q.takes.mu.Unlock()
+	r := c.do(ctx, n, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", q.name, err)} })
+	return r.msgs, r.err
+}
+
+// takeMergers holds a queue's take coalescers, one per lease duration.
+type takeMergers struct {
+	mu      sync.Mutex
+	byLease map[time.Duration]*coalescer[int, takeResult]
+}
+
+type takeResult struct {
+	msgs []*Message
+	err  error
+}
+
+// takeFor makes one take for askers wanting ns[i] messages each and shares
+// out what it got, in order.
+func (q *Queue) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	out := make([]takeResult, len(ns))
+	msgs, _, err := q.take(ctx, q.k.highFirst, min(total, MaxBatch), lease)
+	for i, n := range ns {
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		k := min(n, len(msgs))
+		out[i].msgs, msgs = msgs[:k:k], msgs[k:]
+	}
+	return out
+}
+
 // bury moves a delivery that cannot be decoded to the dead-letter list with
 // the reason. On a Redis error the lease simply expires and the sweep retries.
 func (q *Queue) bury(ctx context.Context, token string, why error) {
@@ -107,15 +162,11 @@ func (q *Queue) failToken(ctx context.Context, token string, after time.Duration
 
 // sweep redelivers messages whose lease has expired (or dead-letters them past
 // MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round
-// trip. With checkMeta it also puts the queue's meta key back if it is missing.
-func (q *Queue) sweep(ctx context.Context, limit int, checkMeta ...bool) (back, dead int, more bool, err error) {
-	check := argNo
-	if len(checkMeta) > 0 && checkMeta[0] {
-		check = argYes
-	}
+// trip.
+func (q *Queue) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
 	var res []int
 	err = q.do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, strconv.Itoa(limit),
-		strconv.Itoa(q.cfg.MaxAttempts), q.kind(), q.cfg.Layout.String(), q.cfg.Mode.String(), storageFormat, check))
+		strconv.Itoa(q.cfg.MaxAttempts), q.kind()))
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, err)
 	}

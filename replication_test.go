@@ -17,18 +17,6 @@ import (
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
-func infoValue(t *testing.T, c radix.Client, section, field string) string {
-	t.Helper()
-	var info string
-	require.NoError(t, c.Do(context.Background(), radix.Cmd(&info, "INFO", section)))
-	for _, line := range strings.Split(strings.ReplaceAll(info, "\r", ""), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func serverPid(t *testing.T, c radix.Client) int {
 	t.Helper()
 	pid, err := strconv.Atoi(infoValue(t, c, "server", "process_id"))
@@ -85,7 +73,7 @@ func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
 							case err == nil:
 								acked[string(id)] = true
 							case errors.Is(err, ErrNotReplicated):
-								require.NotEmpty(t, got, "the id comes with ErrNotReplicated")
+								assert.NotEmpty(t, got, "the id comes with ErrNotReplicated") // not require: mu is held
 								notReplicated++
 							default:
 								t.Errorf("enqueue %s: %v", id, err)
@@ -159,4 +147,50 @@ func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
 			}
 		})
 	}
+}
+
+// At maxmemory, acks still go through (they free memory) and, with
+// WaitReplicas, still wait for the replica and succeed: the total they bump
+// (HINCRBY, refused at maxmemory) must not cost them their WAIT or their
+// result. (Before, the refused HINCRBY stopped the WAIT and every ack
+// returned ErrNotReplicated.)
+func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
+	primaryAddr := ownServer(t)
+	host, port, _ := strings.Cut(primaryAddr, ":")
+	replicaAddr := ownServer(t, "--replicaof", host, port)
+	primary, replica := ownPool(t, primaryAddr, 8), ownPool(t, replicaAddr, 2)
+	require.Eventually(t, func() bool { return infoValue(t, replica, "replication", "master_link_status") == "up" },
+		10*time.Second, 20*time.Millisecond)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, primary, Config{Layout: Levels(2), WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	for i := range 4 {
+		opts := []Option{}
+		if i == 3 {
+			opts = append(opts, ID("mine"))
+		}
+		_, err := q.Enqueue(ctx, []byte("m"), opts...)
+		require.NoError(t, err)
+	}
+	msgs, _, err := q.take(ctx, q.k.highFirst, 4, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, msgs, 4)
+	require.NoError(t, primary.Do(ctx, radix.Cmd(nil, "CONFIG", "SET", "maxmemory", "1")))
+	t.Cleanup(func() { _ = primary.Do(context.Background(), radix.Cmd(nil, "CONFIG", "SET", "maxmemory", "0")) })
+
+	_, err = q.Enqueue(ctx, []byte("refused"))
+	require.Error(t, err, "an enqueue at maxmemory is refused")
+	assert.False(t, errors.Is(err, ErrNotReplicated), "and not stored: %v", err)
+	var wg sync.WaitGroup
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = m.Ack(ctx) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "ack %d (caller id: %v)", i, msgs[i].callerID)
+	}
+	var left int
+	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", q.k.leases)))
+	assert.Zero(t, left, "the replica has the acks")
 }

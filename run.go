@@ -40,17 +40,12 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	slots := make(chan struct{}, c.cfg.Concurrency)
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
-	var acker *ackBatcher
-	if c.q.cfg.Mode == AtLeastOnce {
-		acker = newAckBatcher(c)
-		defer acker.close()
-	}
 	var wg sync.WaitGroup
 	err := c.feed(ctx, slots, func(m *Message) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			c.handle(hctx, m, h, acker)
+			c.handle(hctx, m, h)
 		}()
 	})
 	done := make(chan struct{})
@@ -108,7 +103,7 @@ func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Me
 	}
 }
 
-func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ackBatcher) {
+func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 	ctx := base
 	if !m.deadline.IsZero() {
 		// A timer rather than context.WithDeadline, so that Extend can move it.
@@ -120,7 +115,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ac
 		m.onExtend = func(d time.Time) { timer.Reset(time.Until(d)) }
 	}
 	err := callHandler(ctx, m, h)
-	if acker == nil {
+	if c.q.cfg.Mode != AtLeastOnce {
 		if err != nil {
 			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, c.q.name, err))
 		}
@@ -133,7 +128,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler, acker *ac
 	log := c.q.cfg.Logger
 	switch {
 	case err == nil:
-		err = acker.ack(fctx, m)
+		err = m.Ack(fctx) // merged with the acks of other handlers in flight
 	default:
 		skip := errors.Is(err, ErrSkipRetry)
 		level, msg := slog.LevelDebug, "prioq: handler failed, retrying"

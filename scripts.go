@@ -19,16 +19,15 @@ import (
 //go:embed lua/lib.lua
 var libSrc string
 
-// prelude is the whole of what a script may start with: the protocol's
-// constants, then lib.lua.
-var prelude = luaConstants() + libSrc
+// constants is the protocol's part of every script's prelude, written once.
+var constants = luaConstants()
 
 // newScript sends src with the protocol's constants and only the helpers of
 // lib.lua it uses (and those they use): Redis runs a script's whole text on
 // every call, and each helper defined is a closure made on every call, a
 // cost on the hot path (take) for nothing.
 func newScript(src string) radix.EvalScript {
-	return radix.NewEvalScript(luaConstants() + libFor(src) + src)
+	return radix.NewEvalScript(constants + libFor(src) + src)
 }
 
 var (
@@ -44,19 +43,23 @@ func libFor(src string) string {
 	if len(starts) == 0 {
 		return libSrc
 	}
-	type unit struct{ name, text string }
+	// Names count in code only: comments mention helpers they do not call.
+	type unit struct {
+		name, text, code string // code: text without comments and its own name
+		called           *regexp.Regexp
+	}
 	units := make([]unit, len(starts))
 	for i, m := range starts {
 		end := len(libSrc)
 		if i+1 < len(starts) {
 			end = starts[i+1][0]
 		}
-		units[i] = unit{name: libSrc[m[2]:m[3]], text: libSrc[m[0]:end]}
+		name, text := libSrc[m[2]:m[3]], libSrc[m[0]:end]
+		units[i] = unit{name: name, text: text,
+			code:   luaComment.ReplaceAllString(strings.TrimPrefix(text, "local function "+name), ""),
+			called: regexp.MustCompile(`\b` + name + `\b`)}
 	}
-	// Names count in code only: comments mention helpers they do not call.
-	uses := func(text, name string) bool {
-		return regexp.MustCompile(`\b` + name + `\b`).MatchString(luaComment.ReplaceAllString(text, ""))
-	}
+	srcCode := luaComment.ReplaceAllString(src, "")
 	keep := make([]bool, len(units))
 	for changed := true; changed; {
 		changed = false
@@ -64,12 +67,12 @@ func libFor(src string) string {
 			if keep[i] {
 				continue
 			}
-			if uses(src, u.name) {
+			if u.called.MatchString(srcCode) {
 				keep[i], changed = true, true
 				continue
 			}
 			for j, v := range units {
-				if keep[j] && j != i && uses(strings.TrimPrefix(v.text, "local function "+v.name), u.name) {
+				if keep[j] && j != i && u.called.MatchString(v.code) {
 					keep[i], changed = true, true
 					break
 				}

@@ -169,7 +169,7 @@ func markdown(r *report) string {
 			x = fmt.Sprintf("%.2f", s.E2E.Rate/raw.E2E.Rate)
 		}
 		dups := int64(0)
-		for _, t := range []*throughput{s.Take, s.E2E, s.E2EBatch} {
+		for _, t := range []*throughput{s.Take, s.E2E, s.E2EBatch, s.Drain} {
 			if t != nil {
 				dups += t.Duplicates
 			}

@@ -144,18 +144,26 @@ type queueRow struct {
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
 	defer cancel()
-	var rows []queueRow
-	for _, name := range h.cfg.Queues {
-		row := queueRow{Name: name}
-		q, err := h.open(ctx, name)
-		if err == nil {
-			row.Stats, err = q.Stats(ctx)
-		}
-		if err != nil {
-			row.Err = err.Error()
-		}
-		rows = append(rows, row)
+	// All queues at once, under one deadline: one after another, the last
+	// ones would run out of time behind a slow one.
+	rows := make([]queueRow, len(h.cfg.Queues))
+	var wg sync.WaitGroup
+	for i, name := range h.cfg.Queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row := queueRow{Name: name}
+			q, err := h.open(ctx, name)
+			if err == nil {
+				row.Stats, err = q.Stats(ctx)
+			}
+			if err != nil {
+				row.Err = err.Error()
+			}
+			rows[i] = row
+		}()
 	}
+	wg.Wait()
 	h.render(w, "index.html", map[string]any{"Queues": rows})
 }
 
@@ -217,7 +225,8 @@ func (h *handler) statsJSON(ctx context.Context, w http.ResponseWriter, _ *http.
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
-		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "paused": st.Paused})
+		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "paused": st.Paused,
+		"enqueued": st.Enqueued, "acked": st.Acked, "reliable": q.Mode() == prioq.AtLeastOnce})
 }
 
 func (h *handler) act(action string) http.HandlerFunc {

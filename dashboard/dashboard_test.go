@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
 	t.Helper()
-	q, err := prioq.Open(context.Background(), client, fmt.Sprintf("dash-%d", time.Now().UnixNano()%1e9), cfg)
+	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
 	return q
@@ -127,6 +129,88 @@ func TestDashboardInBrowser(t *testing.T) {
 	if dir := os.Getenv("PRIOQ_SCREENSHOT_DIR"); dir != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard.png"), shot, 0o644))
 	}
+}
+
+// Under a steady load (a producer and a consumer), the list and the queue's
+// page show enqueue and ack rates above zero, computed from the totals that
+// the stats endpoint serves.
+func TestDashboardShowsRates(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3), MaxAttempts: 2})
+	load, stop := context.WithCancel(context.Background())
+	defer stop()
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{Concurrency: 4})
+	require.NoError(t, err)
+	defer cons.Close(context.Background())
+	done := make(chan struct{}, 2)
+	var handled atomic.Int64
+	go func() {
+		// Slow enough for lane 0 to wait behind the others; 1 in 20 fails.
+		_ = cons.Run(load, func(context.Context, *prioq.Message) error {
+			time.Sleep(60 * time.Millisecond)
+			if handled.Add(1)%20 == 0 {
+				return errors.New("upstream timeout")
+			}
+			return nil
+		})
+		done <- struct{}{}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-load.Done():
+				return
+			case <-tick.C:
+				n := handled.Load() + time.Now().UnixNano()
+				opts := []prioq.Option{prioq.Priority(n % 3)}
+				if n%5 == 0 {
+					opts = append(opts, prioq.Delay(2*time.Second))
+				}
+				_, _ = q.Enqueue(load, []byte("x"), opts...)
+			}
+		}
+	}()
+
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	positive := func(sel string) chromedp.Action {
+		return chromedp.Poll(`parseFloat(document.querySelector('`+sel+`').textContent) > 0`, nil,
+			chromedp.WithPollingTimeout(15*time.Second))
+	}
+	var enq, ack string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(`#queues`),
+		positive(`tr[data-queue] .enq-rate`), positive(`tr[data-queue] .ack-rate`),
+		chromedp.Click(`a[href="q/`+q.Name()+`"]`),
+		chromedp.WaitVisible(`#rates`),
+		positive(`#enq-rate`), positive(`#ack-rate`),
+		chromedp.Text(`#enq-rate`, &enq), chromedp.Text(`#ack-rate`, &ack),
+	))
+	t.Logf("shown: %s enqueued/s, %s acked/s (the producer sends about 50/s)", enq, ack)
+	if dir := os.Getenv("PRIOQ_SCREENSHOT_DIR"); dir != "" {
+		var shot []byte
+		require.NoError(t, chromedp.Run(ctx, chromedp.Sleep(20*time.Second), chromedp.FullScreenshot(&shot, 100)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-under-load.png"), shot, 0o644))
+	}
+	stop()
+	<-done
+	<-done
+
+	// The endpoint's totals are the queue's.
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/stats/"+q.Name(), nil))
+	require.Equal(t, 200, rec.Code)
+	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"enqueued":%d`, st.Enqueued))
+	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"acked":%d`, st.Acked))
+	assert.Greater(t, st.Enqueued, int64(0))
 }
 
 // Actions are refused without the CSRF token, from another origin, and in

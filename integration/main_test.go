@@ -104,9 +104,7 @@ func newPool(t *testing.T, addr string, size int) radix.Client {
 	return c
 }
 
-func queueName(t *testing.T) string {
-	return strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + fmt.Sprintf(".%d", time.Now().UnixNano()%1e9)
-}
+func queueName(t *testing.T) string { return testkit.QueueName(t) }
 
 // leakCheck verifies, when the test ends, that no goroutine it started is
 // left, apart from those radix's own runner starts for a pool's connections;

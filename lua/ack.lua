@@ -3,6 +3,7 @@
 -- KEYS[1]  prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
 -- KEYS[2]  prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
 -- KEYS[3]  prioq:{Q}:ids       SET   caller-given ids of live messages
+-- KEYS[4]  prioq:{Q}:counts    HASH  totals for rates (COUNT_ACKED)
 -- ARGV     pairs: lease token, id ('' for a generated id)
 -- Returns: one integer per pair, 1 acked, 0 lease lost (nothing changed).
 -- Messages with generated ids are acked without Lua (ZREM + HDEL in a
@@ -12,14 +13,20 @@
 -- ZREM, before anything is written; the others are checked first.
 need(KEYS[2], 'hash')
 need(KEYS[3], 'set')
-local out = {}
+local out, won, ids = {}, {}, {}
 for i = 1, #ARGV, 2 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-    redis.call('HDEL', KEYS[2], ARGV[i])
-    if ARGV[i + 1] ~= '' then redis.call('SREM', KEYS[3], ARGV[i + 1]) end
+    won[#won + 1] = ARGV[i]
+    if ARGV[i + 1] ~= '' then ids[#ids + 1] = ARGV[i + 1] end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+-- The ZREMs are the fences; the records and ids of the acks that won go in
+-- one command each (per CHUNK), not one per message.
+chunked('HDEL', KEYS[2], won)
+chunked('SREM', KEYS[3], ids)
+-- For rates only, last, and a wrong-typed counts key does not fail the acks.
+if #won > 0 then redis.pcall('HINCRBY', KEYS[4], COUNT_ACKED, #won) end
 return out

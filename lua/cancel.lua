@@ -32,12 +32,7 @@ for k = 4, #KEYS do
   local key = KEYS[k]
   local start = 0
   while true do
-    local items
-    if kind == KIND_LEVELS then
-      items = redis.call('LRANGE', key, start, start + CHUNK - 1)
-    else
-      items = redis.call('ZRANGE', key, start, start + CHUNK - 1)
-    end
+    local items = lane_range(key, kind, start, start + CHUNK - 1)
     for _, e in ipairs(items) do
       if env_id(e, off) == id then
         if kind == KIND_LEVELS then redis.call('LREM', key, 1, e) else redis.call('ZREM', key, e) end

@@ -6,7 +6,8 @@
 -- KEYS[4]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
 -- KEYS[5]   prioq:{Q}:sched    LIST  promoter wake-up marker (length ≤ 1)
 -- KEYS[6]   prioq:{Q}:wake     ZSET  consumer wake-up marker (one member)
--- KEYS[7..] the lane keys this batch uses
+-- KEYS[7]   prioq:{Q}:counts   HASH  totals for rates (COUNT_ENQUEUED)
+-- KEYS[8..] the lane keys this batch uses
 -- ARGV[1]   1 = arm the consumer wake-up (AtLeastOnce), 0 = consumers block on lanes
 -- ARGV[2]   1 = lanes are lists (levels), 2 = sorted sets (range)
 -- ARGV[3]   message count (Go caps it at MaxBatch), then 7 fields per message:
@@ -19,23 +20,28 @@
 -- wrong type fails the call before its first write. At maxmemory the first
 -- write is refused and nothing is stored.
 local arm, kind, n = ARGV[1] == YES, tonumber(ARGV[2]), tonumber(ARGV[3])
-local now, nowc = now_ms()
+local now, nowc -- the server's clock, read only when a message has a due time
 
--- Read and check: when each message is due, which keys the batch writes, how
--- many sequence numbers it needs.
+-- Read and check: when each message is due (false: ready now), which keys
+-- the batch writes, how many sequence numbers it needs.
 local dues, seqs = {}, 0
 local callers, delayed, ready = false, false, false
 local laneChecked = {}
 for i = 0, n - 1 do
   local base = 4 + i * 7
+  -- Every field present before the first write: a missing one would fail it
+  -- half-way through the batch.
+  if not ARGV[base + 6] then error('enqueue: message ' .. i .. ' has fewer than 7 fields') end
   local d = ARGV[base + 2]
-  local due = now
+  local due = false
   if d ~= '' then
+    if not now then now, nowc = now_ms() end
     if string.sub(d, 1, 1) == '+' then due = nowc + tonumber(string.sub(d, 2)) else due = tonumber(d) end
+    if due <= now then due = false end -- its time has passed: ready now
   end
   dues[i] = due
   if ARGV[base + 1] == YES then callers = true end
-  if due > now then
+  if due then
     delayed = true
     seqs = seqs + 1
   else
@@ -49,51 +55,62 @@ for i = 0, n - 1 do
   end
 end
 if callers then need(KEYS[1], 'set') end
-if delayed then
-  need(KEYS[3], 'zset')
-  need(KEYS[4], 'hash')
-  need(KEYS[5], 'list')
-end
+if delayed then need_delayed(KEYS[3], KEYS[4], KEYS[5]) end
 if seqs > 0 then need_seq(KEYS[2], seqs) end
 if arm and ready then need(KEYS[6], 'zset') end
 
 -- Write. One INCRBY reserves the batch's sequence numbers, in batch order.
 local seq = 0
 if seqs > 0 then seq = redis.call('INCRBY', KEYS[2], seqs) - seqs end
-local out = {}
+local out, stored = {}, 0
 local earliest -- due time at the head of the delayed set, read lazily
-local woke = false
+local pushes, pushKeys = {}, {} -- KEYS index -> what goes into that lane, in batch order
 for i = 0, n - 1 do
   local base = 4 + i * 7
   local id, caller, due = ARGV[base], ARGV[base + 1] == YES, dues[i]
-  local lane, key, score, env = ARGV[base + 3], KEYS[tonumber(ARGV[base + 4])], ARGV[base + 5], ARGV[base + 6]
-  if due > now or kind == KIND_RANGE then seq = seq + 1 end
+  local lane, ki, score, env = ARGV[base + 3], tonumber(ARGV[base + 4]), ARGV[base + 5], ARGV[base + 6]
+  if due or kind == KIND_RANGE then seq = seq + 1 end
   if caller and redis.call('SADD', KEYS[1], id) == 0 then
     out[#out + 1] = 0
   else
     out[#out + 1] = 1
-    if due > now then
-      if earliest == nil then
-        local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-        earliest = head[2] and tonumber(head[2]) or math.huge
-      end
-      redis.call('ZADD', KEYS[3], due, delayed_member(seq, id))
-      redis.call('HSET', KEYS[4], id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
-      if due < earliest then
-        -- The promoters sleep until the old head's due time: wake one of them.
-        -- A list of length ≤ 1 keeps the marker bounded.
-        earliest = due
-        if redis.call('LLEN', KEYS[5]) == 0 then redis.call('RPUSH', KEYS[5], SCHED) end
-      end
-    elseif kind == KIND_LEVELS then
-      -- A lane going from empty to non-empty is the only moment idle consumers
-      -- can be waiting for it; takers re-arm while work remains.
-      if redis.call('RPUSH', key, env) == 1 then woke = true end
+    stored = stored + 1
+    if due then
+      earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest)
     else
-      redis.call('ZADD', key, score, seqbytes(seq) .. env)
-      woke = true
+      local l = pushes[ki]
+      if not l then
+        l = {}
+        pushes[ki] = l
+        pushKeys[#pushKeys + 1] = ki
+      end
+      if kind == KIND_LEVELS then
+        l[#l + 1] = env
+      else
+        l[#l + 1] = score
+        l[#l + 1] = seqbytes(seq) .. env
+      end
     end
   end
 end
+-- One push per lane (per CHUNK), not one per message.
+local woke = false
+for _, ki in ipairs(pushKeys) do
+  local l = pushes[ki]
+  if kind == KIND_LEVELS then
+    for i = 1, #l, CHUNK do
+      local len = redis.call('RPUSH', KEYS[ki], unpack(l, i, math.min(i + CHUNK - 1, #l)))
+      -- A lane going from empty to non-empty is the only moment idle
+      -- consumers can be waiting for it; takers re-arm while work remains.
+      if i == 1 and len == math.min(CHUNK, #l) then woke = true end
+    end
+  else
+    chunked('ZADD', KEYS[ki], l)
+    woke = true
+  end
+end
 if arm and woke then redis.call('ZADD', KEYS[6], 0, WAKE) end
+-- The total is for rates only: a counts key that cannot take it (wrong type)
+-- must not fail a batch already stored, hence pcall, and it comes last.
+if stored > 0 then redis.pcall('HINCRBY', KEYS[7], COUNT_ENQUEUED, stored) end
 return out

@@ -8,6 +8,7 @@
 -- maxmemory (it refuses a script only at a first write that may grow memory),
 -- and the ZADD that follows only restores what it removed.
 local _, nowc = now_ms()
+local deadline = nowc + tonumber(ARGV[2]) -- before the ZREM: a bad argument fails with nothing changed
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('ZADD', KEYS[1], nowc + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZADD', KEYS[1], deadline, ARGV[1])
 return 1

@@ -59,14 +59,19 @@ if a then a = a + 1 end
 local env = string.sub(member, off + 1)
 if #env == 0 then env = member end -- too short to hold a sequence: keep it whole
 
-if op == FAIL_RELEASE then
+-- requeue ends the delivery and puts value back into its lane at once
+-- (listcmd: LPUSH at the head, RPUSH at the tail; a segment member sorts by
+-- its score and sequence), waking a consumer.
+local function requeue(listcmd, value)
   need(key, lane_type(kind))
   need(KEYS[6], 'zset')
   finish()
-  if kind == KIND_LEVELS then redis.call('LPUSH', key, member) else redis.call('ZADD', key, score, member) end
+  if kind == KIND_LEVELS then redis.call(listcmd, key, value) else redis.call('ZADD', key, score, member) end
   redis.call('ZADD', KEYS[6], 0, WAKE)
   return 1
 end
+
+if op == FAIL_RELEASE then return requeue('LPUSH', member) end
 local id = env_id(env, 0)
 if op ~= FAIL_BURY and a and id then
   env = with_attempts(env, 0, a)
@@ -75,25 +80,9 @@ end
 if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
   return bury(dead_record(lane, score, now, reason, env))
 end
-if delay <= 0 then
-  need(key, lane_type(kind))
-  need(KEYS[6], 'zset')
-  finish()
-  if kind == KIND_LEVELS then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
-  redis.call('ZADD', KEYS[6], 0, WAKE)
-  return 1
-end
-need(KEYS[3], 'zset')
-need(KEYS[4], 'hash')
-need(KEYS[7], 'list')
+if delay <= 0 then return requeue('RPUSH', env) end
+need_delayed(KEYS[3], KEYS[4], KEYS[7])
 need_seq(KEYS[8], 1)
 finish()
-local due = nowc + delay
-local seq = redis.call('INCR', KEYS[8])
-local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-redis.call('ZADD', KEYS[3], due, delayed_member(seq, id))
-redis.call('HSET', KEYS[4], id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
-if (not head[2] or due < tonumber(head[2])) and redis.call('LLEN', KEYS[7]) == 0 then
-  redis.call('RPUSH', KEYS[7], SCHED)
-end
+schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env)
 return 1

@@ -47,6 +47,15 @@ local function chunked(cmd, key, vals)
   end
 end
 
+-- pchunked is chunked with redis.pcall: it stops at the first chunk that
+-- fails and returns that error (a table with err), or nil.
+local function pchunked(cmd, key, vals)
+  for i = 1, #vals, CHUNK do
+    local ok = redis.pcall(cmd, key, unpack(vals, i, math.min(i + CHUNK - 1, #vals)))
+    if type(ok) == 'table' and ok.err then return ok end
+  end
+end
+
 -- hmget reads any number of fields; missing ones come back false.
 local function hmget(key, fields)
   local out = {}
@@ -135,10 +144,48 @@ end
 local function delayed_member(seq, id) return seqbytes(seq) .. id end
 local function delayed_id(member) return string.sub(member, SEQ_LEN + 1) end
 
+-- lane_range reads entries a..b (0-based, inclusive) of a lane in serving
+-- order: a LIST (Levels) or a ZSET (Range).
+local function lane_range(key, kind, a, b)
+  if kind == KIND_LEVELS then return redis.call('LRANGE', key, a, b) end
+  return redis.call('ZRANGE', key, a, b)
+end
+
+-- need_delayed checks the keys schedule writes: the delayed set, the store
+-- of delayed records, the sched marker list.
+local function need_delayed(delayed, dstore, sched)
+  need(delayed, 'zset')
+  need(dstore, 'hash')
+  need(sched, 'list')
+end
+
+-- schedule stores a delayed message (its member in the delayed set, its
+-- record "lane|score|" seq‖envelope in dstore) and wakes a promoter when it
+-- comes due before the set's head did: the promoters sleep until the head's
+-- due time. The sched marker is a list of length ≤ 1, so it stays bounded.
+-- earliest is the head's due time as last seen (nil: read it here); schedule
+-- returns it as it is now, for the next message of a batch.
+local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest)
+  if earliest == nil then
+    local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+    earliest = head[2] and tonumber(head[2]) or math.huge
+  end
+  redis.call('ZADD', delayed, due, delayed_member(seq, id))
+  redis.call('HSET', dstore, id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
+  if due < earliest then
+    earliest = due
+    if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, SCHED) end
+  end
+  return earliest
+end
+
 -- by_lane collects {score, value} pairs per lane in the order they come,
 -- checking each lane's type (KEYS[base + lane]) the first time it is seen,
--- before any write. It returns add(lane, score, value), the lanes in the
--- order first seen, and each lane's list of score, value, score, value, ...
+-- before any write. It returns add(lane, score, value) and flush(listcmd,
+-- seq), which writes them, lane by lane in the order first seen, one command
+-- per lane (per CHUNK): the values with listcmd (RPUSH at the tail, LPUSH at
+-- the head) into lists; the pairs as they are into sorted sets, or, given
+-- seq, with fresh sequence numbers seq+1, seq+2, ... in front of the values.
 local function by_lane(base, kind)
   local order, lists = {}, {}
   local function add(lane, score, value)
@@ -152,7 +199,26 @@ local function by_lane(base, kind)
     l[#l + 1] = score
     l[#l + 1] = value
   end
-  return add, order, lists
+  local function flush(listcmd, seq)
+    for _, lane in ipairs(order) do
+      local l, key = lists[lane], KEYS[base + lane]
+      local vals = {}
+      if kind == KIND_LEVELS then
+        for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
+        chunked(listcmd, key, vals)
+      elseif seq then
+        for j = 1, #l, 2 do
+          seq = seq + 1
+          vals[#vals + 1] = l[j]
+          vals[#vals + 1] = seqbytes(seq) .. l[j + 1]
+        end
+        chunked('ZADD', key, vals)
+      else
+        chunked('ZADD', key, l)
+      end
+    end
+  end
+  return add, flush
 end
 
 -- The script itself follows.

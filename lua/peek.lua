@@ -9,12 +9,6 @@ local out = {}
 for _, key in ipairs(KEYS) do
   local want = n - #out
   if want <= 0 then break end
-  local items
-  if kind == KIND_LEVELS then
-    items = redis.call('LRANGE', key, 0, want - 1)
-  else
-    items = redis.call('ZRANGE', key, 0, want - 1)
-  end
-  for _, e in ipairs(items) do out[#out + 1] = e end
+  for _, e in ipairs(lane_range(key, kind, 0, want - 1)) do out[#out + 1] = e end
 end
 return out

@@ -29,7 +29,7 @@ if #members > 0 then
   local ids = {}
   for i, m in ipairs(members) do ids[i] = delayed_id(m) end
   local vals = hmget(KEYS[2], ids)
-  local add, lanes, perlane = by_lane(6, kind)
+  local add, flush = by_lane(6, kind)
   local bad = {}
   for i = 1, #ids do
     local lane, score, rest = routed(vals[i], nlanes, kind)
@@ -49,25 +49,11 @@ if #members > 0 then
 
   chunked('ZREM', KEYS[1], members)
   chunked('HDEL', KEYS[2], ids)
-  local seq = 0 -- segments: members get fresh sequence numbers, in due order
+  -- Lists: one RPUSH per lane, in due order. Segments: members get fresh
+  -- sequence numbers, in due order.
+  local seq = 0
   if kind == KIND_RANGE and moved > 0 then seq = redis.call('INCRBY', KEYS[3], moved) - moved end
-  for _, lane in ipairs(lanes) do
-    local l, key = perlane[lane], KEYS[6 + lane]
-    if kind == KIND_LEVELS then
-      -- One RPUSH per lane per batch, in due order.
-      local envs = {}
-      for j = 2, #l, 2 do envs[#envs + 1] = l[j] end
-      chunked('RPUSH', key, envs)
-    else
-      local zargs = {}
-      for j = 1, #l, 2 do
-        zargs[#zargs + 1] = l[j]
-        seq = seq + 1
-        zargs[#zargs + 1] = seqbytes(seq) .. l[j + 1]
-      end
-      chunked('ZADD', key, zargs)
-    end
-  end
+  flush('RPUSH', seq)
   if #bad > 0 then chunked('RPUSH', KEYS[5], bad) end
   if arm and moved > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
 end

@@ -35,12 +35,7 @@ if redis.call('SCARD', KEYS[1]) > 0 then
   end
   for k = 5, #KEYS do
     for start = 0, math.huge, CHUNK do
-      local items
-      if kind == KIND_LEVELS then
-        items = redis.call('LRANGE', KEYS[k], start, start + CHUNK - 1)
-      else
-        items = redis.call('ZRANGE', KEYS[k], start, start + CHUNK - 1)
-      end
+      local items = lane_range(KEYS[k], kind, start, start + CHUNK - 1)
       release(items, off)
       if #items < CHUNK then break end
     end

@@ -5,15 +5,10 @@
 -- KEYS[3]   prioq:{Q}:dead      LIST  dead-letter records
 -- KEYS[4]   prioq:{Q}:wake      ZSET  consumer wake-up marker
 -- KEYS[5]   prioq:{Q}:paused    LIST/ZSET sentinel while paused
--- KEYS[6]   prioq:{Q}:meta      HASH  layout, mode, format
--- KEYS[7..] every lane key, lane 0 first
+-- KEYS[6..] every lane key, lane 0 first
 -- ARGV[1]   most leases to handle in this call
 -- ARGV[2]   max attempts
 -- ARGV[3]   1 = lanes are lists, 2 = sorted sets
--- ARGV[4..6] layout, mode and format, to recreate the meta key if it is
---           missing (a restart without persistence) so that Open's guard
---           against a different configuration keeps working
--- ARGV[7]   1 = check the meta key this time (the sweeper asks every few sweeps)
 -- Returns: {redelivered, dead, more} where more = 1 when the limit was hit.
 -- An expired message goes back to the head of its lane (a list: LPUSH; a
 -- segment: its old member, whose sequence number sorts before newer ones), so
@@ -21,14 +16,14 @@
 -- the expired leases, which frees memory, so the sweep runs at maxmemory.
 local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
-local nlanes = #KEYS - 6
+local nlanes = #KEYS - 5
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 -- Latest-expired first: each message goes back to the head of its lane, so
 -- the earliest-expired, pushed last (by this call or by the last call of a
 -- sweep that needs several), ends up first, ahead of everything newer.
 local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, limit)
-local add, lanes, perlane = by_lane(7, kind)
+local add, flush = by_lane(6, kind)
 local back, deads = 0, {}
 if #tokens > 0 then
   local recs = hmget(KEYS[2], tokens)
@@ -61,24 +56,16 @@ end
 -- A wake-up marker can be lost (a consumer killed right after popping it);
 -- re-arm while work waits, so idle consumers never sleep on ready work.
 -- Idle (nothing expired, lanes empty) this costs one EXISTS.
-local rearm = (back > 0 or redis.call('EXISTS', unpack(KEYS, 7)) > 0) and redis.call('EXISTS', KEYS[5]) == 0
+local rearm = (back > 0 or redis.call('EXISTS', unpack(KEYS, 6)) > 0) and redis.call('EXISTS', KEYS[5]) == 0
 if rearm then need(KEYS[4], 'zset') end
 
 if #tokens > 0 then
   chunked('ZREM', KEYS[1], tokens)
   chunked('HDEL', KEYS[2], tokens)
 end
-for _, lane in ipairs(lanes) do
-  local l, key = perlane[lane], KEYS[7 + lane]
-  if kind == KIND_LEVELS then
-    -- LPUSH puts its last value first: the earliest-expired, collected last.
-    local members = {}
-    for j = 2, #l, 2 do members[#members + 1] = l[j] end
-    chunked('LPUSH', key, members)
-  else
-    chunked('ZADD', key, l)
-  end
-end
+-- Back at the head: LPUSH puts its last value first, the earliest-expired,
+-- collected last. Segment members keep their scores and sequence numbers.
+flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 if rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   -- At maxmemory Redis refuses a script's first write that may grow memory;
@@ -86,10 +73,6 @@ if rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   -- through, so consumers wake to drain a full Redis.
   redis.call('ZREM', KEYS[4], WAKE)
   redis.call('ZADD', KEYS[4], 0, WAKE)
-end
-if ARGV[7] == YES and redis.call('EXISTS', KEYS[6]) == 0 then
-  -- Only a hint for Open, so a refusal at maxmemory is left to the next sweep.
-  redis.pcall('HSET', KEYS[6], 'layout', ARGV[4], 'mode', ARGV[5], 'format', ARGV[6])
 end
 local more = 0
 if #tokens == limit then more = 1 end

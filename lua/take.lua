@@ -19,64 +19,54 @@
 -- ever popped without being leased.
 --
 -- Cost: the hot path of the default mode, so it makes as few calls as it
--- can: the pop, TIME, one ZADD, one HSET, one EXISTS, and the wake-up only
--- when more work waits; members are passed through untouched. It does not check key types
+-- can: the pop, one EXISTS (two when the pop took a lane's last message),
+-- TIME, one ZADD, one HSET, and the wake-up only when more work waits (a
+-- take of several that empties a lane pops and asks again); members are
+-- passed through untouched. It does not check key types
 -- first: the pop is the first write (it frees memory, so a take runs at
 -- maxmemory), and if a later write fails (a key of the wrong type) the script
 -- undoes what it wrote and puts the popped messages back where they were
 -- before it raises the error, so it still changes nothing when it fails.
 local lease, count, kind, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+-- Checked before the pop: past it, a nil here would lose what was popped.
+assert(lease and count and kind and prefix, 'take: bad arguments')
 
 -- The paused key goes first in the multi-key pop: while paused it is the first
 -- non-empty key, so the pop returns its sentinel (put back below) and no lane
 -- is touched. Unpaused it costs nothing: no extra command per take. (A lane of
 -- the wrong type fails the pop before it writes, unless a lane ahead of it
 -- had messages; then it is not touched.)
-local args = {#KEYS - 3, KEYS[1]}
-for k = 5, #KEYS do args[#args + 1] = KEYS[k] end
-local res
-if kind == KIND_LEVELS then
-  args[#args + 1] = 'LEFT'
-  args[#args + 1] = 'COUNT'
-  args[#args + 1] = count
-  res = redis.call('LMPOP', unpack(args))
-else
-  args[#args + 1] = 'MIN'
-  args[#args + 1] = 'COUNT'
-  args[#args + 1] = count
-  res = redis.call('ZMPOP', unpack(args))
+local function pop(call, paused, want)
+  -- Built with unpack (one C call), not a loop: with 64 lanes the loop
+  -- was a measurable part of a take.
+  local args
+  if paused then args = {#KEYS - 3, KEYS[1], unpack(KEYS, 5)} else args = {#KEYS - 4, unpack(KEYS, 5)} end
+  local m = #args
+  args[m + 2] = 'COUNT'
+  args[m + 3] = want
+  if kind == KIND_LEVELS then
+    args[m + 1] = 'LEFT'
+    return call('LMPOP', unpack(args))
+  end
+  args[m + 1] = 'MIN'
+  return call('ZMPOP', unpack(args))
 end
+
+local res = pop(redis.call, true, count)
 if not res then return {} end
-local key, items = res[1], res[2]
-if key == KEYS[1] then
-  if kind == KIND_LEVELS then redis.call('RPUSH', key, PAUSE) else redis.call('ZADD', key, 0, PAUSE) end
+if res[1] == KEYS[1] then
+  if kind == KIND_LEVELS then redis.call('RPUSH', KEYS[1], PAUSE) else redis.call('ZADD', KEYS[1], 0, PAUSE) end
   return {REPLY_PAUSED}
 end
 
--- The lane index is the number that ends the popped key's name (keys.go:
--- prioq:{Q}:lane:N). Reading it back is O(1); a lookup would cost O(lanes).
-local lane = string.match(key, '(%d+)$')
-local _, nowc = now_ms()
-local deadline = nowc + lease
-local zargs, hargs, out = {}, {}, {}
-local head = lane .. '|'
-for i, item in ipairs(items) do
-  local member, rec
-  if kind == KIND_LEVELS then
-    member, rec = item, head .. '|' .. item
-  else
-    member, rec = item[1], head .. item[2] .. '|' .. item[1]
-  end
-  -- Zero-padded, so that the tokens of one take sort in take order (the
-  -- sweep reads expired leases of equal deadline in member order).
-  local token = prefix .. ':' .. string.format('%05d', i)
-  zargs[2 * i - 1] = deadline
-  zargs[2 * i] = token
-  hargs[2 * i - 1] = token
-  hargs[2 * i] = rec
-  out[2 * i - 1] = token
-  out[2 * i] = member
-end
+-- A pop takes from one lane. When that lane had fewer than count, the next
+-- lanes in order fill the rest (one more pop per lane emptied), so that a
+-- take for several consumers (Go merges them) serves all it can. Whether
+-- work remains (remains, below) is needed anyway for the wake-up.
+-- A later pop can fail: a lane of the wrong type after an emptied one. The
+-- pop checks the type before it pops, so it wrote nothing: the take stops
+-- there with what it has, as a take of one would, and leaves the wake-up set.
+local pops, out = {res}, {}
 
 -- undo puts the popped messages back at the head of their lane in their
 -- order, after removing the leases made so far; then it raises err.
@@ -85,38 +75,91 @@ local function undo(err, leased, recorded)
   for i = 1, #out, 2 do tokens[#tokens + 1] = out[i] end
   if recorded then chunked('HDEL', KEYS[3], tokens) end
   if leased then chunked('ZREM', KEYS[2], tokens) end
-  if kind == KIND_LEVELS then
-    local rev = {}
-    for i = #items, 1, -1 do rev[#rev + 1] = items[i] end
-    chunked('LPUSH', key, rev)
-  else
-    local pairs_ = {}
-    for _, it in ipairs(items) do
-      pairs_[#pairs_ + 1] = it[2]
-      pairs_[#pairs_ + 1] = it[1]
+  for _, p in ipairs(pops) do
+    local key, items = p[1], p[2]
+    if kind == KIND_LEVELS then
+      local rev = {}
+      for j = #items, 1, -1 do rev[#rev + 1] = items[j] end
+      chunked('LPUSH', key, rev)
+    else
+      local pairs_ = {}
+      for _, it in ipairs(items) do
+        pairs_[#pairs_ + 1] = it[2]
+        pairs_[#pairs_ + 1] = it[1]
+      end
+      chunked('ZADD', key, pairs_)
     end
-    chunked('ZADD', key, pairs_)
   end
   error(err)
 end
 
+-- remains reports whether work is left after a pop from key that took
+-- fewer than asked (emptied) or all it asked: the lanes ahead of key are
+-- empty (the pop took the first non-empty key), so only key and the lanes
+-- after it can hold work, and one EXISTS over them asks it. With many lanes
+-- after key, the popped lane is asked alone first: under load it still has
+-- work, and that costs the same with 2 lanes or 64.
+local function remains(key, emptied)
+  local k = 5
+  while KEYS[k] ~= key do k = k + 1 end
+  if emptied then k = k + 1 end
+  if k > #KEYS then return false end
+  if not emptied and #KEYS - k >= MANY_LANES then
+    if redis.call('EXISTS', key) == 1 then return true end
+    k = k + 1
+  end
+  return redis.call('EXISTS', unpack(KEYS, k)) > 0
+end
+
+local got = #res[2]
+local more = remains(res[1], got < count)
+while more and got < count do
+  res = pop(redis.pcall, false, count - got)
+  if not res or res.err then break end -- (not res: EXISTS saw work, so never)
+  pops[#pops + 1] = res
+  more = remains(res[1], #res[2] < count - got)
+  got = got + #res[2]
+end
+
+-- The lane index is the number that ends the popped key's name (keys.go:
+-- prioq:{Q}:lane:N).
+local _, nowc = now_ms()
+local deadline = nowc + lease
+local zargs, hargs = {}, {}
+local i = 0
+for _, p in ipairs(pops) do
+  local lane = string.match(p[1], '(%d+)$')
+  if not lane then undo({err = 'take: lane key without an index: ' .. p[1]}, false, false) end
+  local head = lane .. '|'
+  for _, item in ipairs(p[2]) do
+    i = i + 1
+    local member, rec
+    if kind == KIND_LEVELS then
+      member, rec = item, head .. '|' .. item
+    else
+      member, rec = item[1], head .. item[2] .. '|' .. item[1]
+    end
+    -- Zero-padded, so that the tokens of one take sort in take order (the
+    -- sweep reads expired leases of equal deadline in member order).
+    local token = prefix .. ':' .. string.format('%05d', i)
+    zargs[2 * i - 1] = deadline
+    zargs[2 * i] = token
+    hargs[2 * i - 1] = token
+    hargs[2 * i] = rec
+    out[2 * i - 1] = token
+    out[2 * i] = member
+  end
+end
+
 -- Each write below fails whole or not at all (a wrong type fails the first
 -- chunk; past the pop, Redis no longer refuses writes for memory).
-for i = 1, #zargs, CHUNK do
-  local ok = redis.pcall('ZADD', KEYS[2], unpack(zargs, i, math.min(i + CHUNK - 1, #zargs)))
-  if type(ok) == 'table' and ok.err then undo(ok, false, false) end
-end
-for i = 1, #hargs, CHUNK do
-  local ok = redis.pcall('HSET', KEYS[3], unpack(hargs, i, math.min(i + CHUNK - 1, #hargs)))
-  if type(ok) == 'table' and ok.err then undo(ok, true, false) end
-end
--- When work remains, wake one more idle consumer: work remains when the
--- popped lane, or a lane served after it, still has messages.
--- Re-arming when nothing is left would only make another consumer run an
--- empty take. The marker is a single-member set, so it cannot grow.
--- The lanes ahead of the popped one are empty (the pop took the first
--- non-empty key), so an EXISTS over every lane asks exactly that.
-local more = redis.call('EXISTS', unpack(KEYS, 5)) > 0
+local err = pchunked('ZADD', KEYS[2], zargs)
+if err then undo(err, false, false) end
+err = pchunked('HSET', KEYS[3], hargs)
+if err then undo(err, true, false) end
+-- When work remains, wake one more idle consumer (more: from the EXISTS
+-- above). Re-arming when nothing is left would only make another consumer
+-- run an empty take. The marker is a single-member set, so it cannot grow.
 if more then
   local ok = redis.pcall('ZADD', KEYS[4], 0, WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end

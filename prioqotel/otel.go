@@ -47,9 +47,9 @@ package prioqotel
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -96,6 +96,35 @@ type Instrumentation struct {
 	enqueued, delivered, acked, retried metric.Int64Counter
 	dead, redelivered                   metric.Int64Counter
 	duration, queueTime                 metric.Float64Histogram
+
+	queues sync.Map // queue name -> *queueAttrs, made once per queue
+}
+
+// queueAttrs is what every span and measurement of one queue shares, built
+// once rather than per message.
+type queueAttrs struct {
+	send, process string               // span names
+	spanSend      []attribute.KeyValue // without the per-call ones
+	spanProcess   []attribute.KeyValue
+	metric        metric.MeasurementOption
+	outcome       map[string]metric.MeasurementOption // by prioq.outcome
+}
+
+func (in *Instrumentation) attrs(queue string) *queueAttrs {
+	if a, ok := in.queues.Load(queue); ok {
+		return a.(*queueAttrs)
+	}
+	dest := attribute.String("messaging.destination.name", queue)
+	a := &queueAttrs{send: "send " + queue, process: "process " + queue,
+		spanSend:    []attribute.KeyValue{system, dest, attribute.String("messaging.operation.type", "send")},
+		spanProcess: []attribute.KeyValue{system, dest, attribute.String("messaging.operation.type", "process")},
+		metric:      metric.WithAttributes(system, dest),
+		outcome:     map[string]metric.MeasurementOption{}}
+	for _, o := range []string{"acked", "failed", "dead_lettered", "retried"} {
+		a.outcome[o] = metric.WithAttributes(system, dest, attribute.String("prioq.outcome", o))
+	}
+	got, _ := in.queues.LoadOrStore(queue, a)
+	return got.(*queueAttrs)
 }
 
 var system = attribute.String("messaging.system", "prioq")
@@ -158,24 +187,26 @@ func (h headerCarrier) Keys() []string {
 // it was opened with): one producer span per call, its context injected into
 // every item's headers, and the enqueued counter.
 func (in *Instrumentation) Enqueue(queue string) prioq.EnqueueMiddleware {
-	dest := attribute.String("messaging.destination.name", queue)
+	qa := in.attrs(queue)
 	return func(next prioq.EnqueueFunc) prioq.EnqueueFunc {
 		return func(ctx context.Context, items []prioq.EnqueueItem) ([]prioq.EnqueueResult, error) {
-			ctx, span := in.tracer.Start(ctx, "send "+queue, trace.WithSpanKind(trace.SpanKindProducer),
-				trace.WithAttributes(system, dest, attribute.String("messaging.operation.type", "send"),
-					attribute.Int("messaging.batch.message_count", len(items))))
+			ctx, span := in.tracer.Start(ctx, qa.send, trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(qa.spanSend...),
+				trace.WithAttributes(attribute.Int("messaging.batch.message_count", len(items))))
 			defer span.End()
 			carrier := headerCarrier{}
 			in.cfg.Propagator.Inject(ctx, carrier)
+			// One option for every item: prioq.Headers copies what it is given.
+			withTrace := prioq.Headers(carrier)
 			now := time.Now()
 			out := make([]prioq.EnqueueItem, len(items))
 			for i, it := range items {
-				h := maps.Clone(carrier)
+				opts := append(slices.Clip(it.Options), withTrace)
 				if ready := it.ReadyAt(now); ready.After(now) {
 					// A delayed message's queue time starts when it is due.
-					h[ReadyAtHeader] = strconv.FormatInt(ready.UnixMilli(), 10)
+					opts = append(opts, prioq.Headers(map[string]string{ReadyAtHeader: strconv.FormatInt(ready.UnixMilli(), 10)}))
 				}
-				out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: append(slices.Clip(it.Options), prioq.Headers(h))}
+				out[i] = prioq.EnqueueItem{Payload: it.Payload, Options: opts}
 			}
 			res, err := next(ctx, out)
 			stored := 0
@@ -192,7 +223,7 @@ func (in *Instrumentation) Enqueue(queue string) prioq.EnqueueMiddleware {
 				span.SetStatus(codes.Error, err.Error())
 			}
 			if stored > 0 {
-				in.enqueued.Add(ctx, int64(stored), metric.WithAttributes(system, dest))
+				in.enqueued.Add(ctx, int64(stored), qa.metric)
 			}
 			return res, err
 		}
@@ -206,12 +237,11 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 	return func(next prioq.Handler) prioq.Handler {
 		return func(ctx context.Context, m *prioq.Message) error {
 			start := time.Now()
-			queue := m.Queue()
-			dest := attribute.String("messaging.destination.name", queue)
+			qa := in.attrs(m.Queue())
 			producer := trace.SpanContextFromContext(in.cfg.Propagator.Extract(context.Background(), headerCarrier(m.Headers)))
 			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
-				trace.WithAttributes(system, dest, attribute.String("messaging.operation.type", "process"),
-					attribute.String("messaging.message.id", m.ID),
+				trace.WithAttributes(qa.spanProcess...),
+				trace.WithAttributes(attribute.String("messaging.message.id", m.ID),
 					attribute.Int64("prioq.priority", m.Priority), attribute.Int("prioq.attempt", m.Attempts))}
 			if producer.IsValid() {
 				if in.cfg.ParentChild {
@@ -220,9 +250,9 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 					opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: producer}))
 				}
 			}
-			ctx, span := in.tracer.Start(ctx, "process "+queue, opts...)
+			ctx, span := in.tracer.Start(ctx, qa.process, opts...)
 			defer span.End()
-			attrs := metric.WithAttributes(system, dest)
+			attrs := qa.metric
 			in.delivered.Add(ctx, 1, attrs)
 			if m.Attempts <= 1 && !m.EnqueuedAt.IsZero() {
 				ready := m.EnqueuedAt
@@ -249,7 +279,7 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
 			}
-			in.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(system, dest, attribute.String("prioq.outcome", outcome)))
+			in.duration.Record(ctx, time.Since(start).Seconds(), qa.outcome[outcome])
 			return err
 		}
 	}
@@ -258,7 +288,7 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 // Swept returns the ConsumerConfig.OnSweep callback for the queue named
 // queue: it counts expired leases redelivered and dead-lettered.
 func (in *Instrumentation) Swept(queue string) func(redelivered, deadLettered int) {
-	attrs := metric.WithAttributes(system, attribute.String("messaging.destination.name", queue))
+	attrs := in.attrs(queue).metric
 	return func(redelivered, deadLettered int) {
 		ctx := context.Background()
 		if redelivered > 0 {

@@ -3,7 +3,6 @@ package prioqotel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -46,7 +45,7 @@ func setup(t *testing.T, parentChild bool) *fixture {
 	var err error
 	f.inst, err = New(Config{TracerProvider: tp, MeterProvider: mp, ParentChild: parentChild})
 	require.NoError(t, err)
-	f.name = fmt.Sprintf("%s.%d", t.Name(), time.Now().UnixNano())
+	f.name = testkit.QueueName(t)
 	f.q, err = prioq.Open(context.Background(), client, f.name, prioq.Config{Layout: prioq.Levels(3), MaxAttempts: 2,
 		Backoff:           func(int) time.Duration { return time.Millisecond },
 		EnqueueMiddleware: []prioq.EnqueueMiddleware{f.inst.Enqueue(f.name)}})

@@ -16,9 +16,13 @@
 //	prioq_oldest_ready_age_seconds{queue} age of the oldest message at a lane's head
 //	prioq_paused{queue}                 1 while consumers are paused
 //	prioq_up{queue}                     1 when Stats answered within the timeout
+//	prioq_enqueued_messages_total{queue} messages stored since the queue began (counter)
+//	prioq_acked_messages_total{queue}   acks since the queue began (counter)
 //
-// These are gauges of a queue's state. Counters of what happened (enqueued,
-// acked, retried, dead-lettered) come from the OpenTelemetry instrumentation.
+// The gauges are a queue's state; the two counters are its totals kept in
+// Redis (prioq.Stats.Enqueued, Acked), the same whichever process exports
+// them. Per-process counters (retried, dead-lettered, handler durations) come
+// from the OpenTelemetry instrumentation.
 package prioqprom
 
 import (
@@ -53,6 +57,7 @@ type Config struct {
 type Collector struct {
 	cfg                                       Config
 	ready, delayed, inflight, dead, age, paus *prometheus.Desc
+	enqueued, acked                           *prometheus.Desc
 	up                                        *prometheus.Desc
 }
 
@@ -75,13 +80,15 @@ func NewCollector(cfg Config) *Collector {
 		dead:     d("dead_messages", "Messages in the dead-letter list."),
 		age:      d("oldest_ready_age_seconds", "Age of the oldest message at the head of a lane; 0 when none is ready."),
 		paus:     d("paused", "1 while the queue's consumers are paused."),
+		enqueued: d("enqueued_messages_total", "Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates)."),
+		acked:    d("acked_messages_total", "Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates)."),
 		up:       d("up", "1 when the queue's Stats answered within the scrape's timeout."),
 	}
 }
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.up} {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up} {
 		ch <- d
 	}
 }
@@ -128,5 +135,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(c.paus, paused, name)
+		// Totals kept in Redis: counters, so rate() works across restarts of
+		// the process that exports them.
+		ch <- prometheus.MustNewConstMetric(c.enqueued, prometheus.CounterValue, float64(st.Enqueued), name)
+		ch <- prometheus.MustNewConstMetric(c.acked, prometheus.CounterValue, float64(st.Acked), name)
 	}
 }

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 
 func open(t *testing.T, cfg prioq.Config) *prioq.Queue {
 	t.Helper()
-	q, err := prioq.Open(context.Background(), client, fmt.Sprintf("%s.%d", t.Name(), time.Now().UnixNano()), cfg)
+	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
 	return q
@@ -60,6 +60,10 @@ func TestCollectorReportsStats(t *testing.T) {
 
 	c := NewCollector(Config{Queues: []*prioq.Queue{a, b}})
 	want := fmt.Sprintf(`
+# HELP prioq_acked_messages_total Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates).
+# TYPE prioq_acked_messages_total counter
+prioq_acked_messages_total{queue=%[1]q} 0
+prioq_acked_messages_total{queue=%[2]q} 0
 # HELP prioq_dead_messages Messages in the dead-letter list.
 # TYPE prioq_dead_messages gauge
 prioq_dead_messages{queue=%[1]q} 1
@@ -68,6 +72,10 @@ prioq_dead_messages{queue=%[2]q} 0
 # TYPE prioq_delayed_messages gauge
 prioq_delayed_messages{queue=%[1]q} 1
 prioq_delayed_messages{queue=%[2]q} 0
+# HELP prioq_enqueued_messages_total Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates).
+# TYPE prioq_enqueued_messages_total counter
+prioq_enqueued_messages_total{queue=%[1]q} 6
+prioq_enqueued_messages_total{queue=%[2]q} 1
 # HELP prioq_inflight_messages Messages leased to consumers (AtLeastOnce).
 # TYPE prioq_inflight_messages gauge
 prioq_inflight_messages{queue=%[1]q} 1
@@ -89,7 +97,17 @@ prioq_up{queue=%[1]q} 1
 prioq_up{queue=%[2]q} 1
 `, a.Name(), b.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
-		"prioq_dead_messages", "prioq_delayed_messages", "prioq_inflight_messages", "prioq_paused", "prioq_ready_messages", "prioq_up"))
+		"prioq_dead_messages", "prioq_delayed_messages", "prioq_inflight_messages", "prioq_paused", "prioq_ready_messages", "prioq_up",
+		"prioq_enqueued_messages_total", "prioq_acked_messages_total"))
+
+	// An ack moves the ack total.
+	require.NoError(t, msgs[1].Ack(ctx))
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
+# HELP prioq_acked_messages_total Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates).
+# TYPE prioq_acked_messages_total counter
+prioq_acked_messages_total{queue=%[1]q} 1
+prioq_acked_messages_total{queue=%[2]q} 0
+`, a.Name(), b.Name())), "prioq_acked_messages_total"))
 
 	// The oldest ready message's age grows with time.
 	reg := prometheus.NewPedanticRegistry()
@@ -135,5 +153,5 @@ prioq_up{queue=%q} 1
 `, good.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, 1+3+6, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 6 more for the good one")
+	assert.Equal(t, 1+3+8, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 8 more for the good one")
 }

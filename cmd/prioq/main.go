@@ -359,15 +359,32 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
+	var prev prioq.Stats
+	var prevAt time.Time
 	for {
 		st, err := q.Stats(ctx)
 		if err != nil {
 			return err
 		}
+		now := time.Now()
+		// With --watch, rates over the interval since the last line: the
+		// change of the queue's totals (prioq.Stats) over the time between.
+		var enqRate, ackRate *float64
+		if !prevAt.IsZero() && st.Enqueued >= prev.Enqueued && st.Acked >= prev.Acked {
+			dt := now.Sub(prevAt).Seconds()
+			e, a := float64(st.Enqueued-prev.Enqueued)/dt, float64(st.Acked-prev.Acked)/dt
+			enqRate, ackRate = &e, &a
+		}
+		prev, prevAt = st, now
 		if *asJSON {
-			b, _ := json.Marshal(map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
+			out := map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
 				"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
-				"oldest_ready_seconds": st.OldestReady.Seconds(), "paused": st.Paused})
+				"oldest_ready_seconds": st.OldestReady.Seconds(), "paused": st.Paused,
+				"enqueued_total": st.Enqueued, "acked_total": st.Acked}
+			if enqRate != nil {
+				out["enqueued_per_second"], out["acked_per_second"] = *enqRate, *ackRate
+			}
+			b, _ := json.Marshal(out)
 			fmt.Fprintln(w, string(b))
 		} else {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -377,6 +394,10 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			}
 			fmt.Fprintf(tw, "ready\t%d\ndelayed\t%d\nin flight\t%d\ndead\t%d\noldest ready\t%v\npaused\t%v\n",
 				st.Ready, st.Delayed, st.InFlight, st.Dead, st.OldestReady.Round(time.Millisecond), st.Paused)
+			fmt.Fprintf(tw, "enqueued (total)\t%d\nacked (total)\t%d\n", st.Enqueued, st.Acked)
+			if enqRate != nil {
+				fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
+			}
 			tw.Flush()
 		}
 		if *watch <= 0 {
@@ -481,34 +502,49 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 	case "list", "show":
 		fs := newFlags("dead " + sub)
 		payload := fs.Bool("payload", sub == "show", "")
-		limit, want := prioq.MaxBatch, 1 // show: look for the id among the first MaxBatch
+		limit, want := 20, 0
 		if sub == "list" {
-			limit, want = 20, 0
 			fs.IntVar(&limit, "n", limit, "")
+		} else {
+			want = 1
 		}
 		pos, err := parse(fs, args, want)
 		if err != nil {
 			return err
 		}
-		letters, err := q.DeadLetters(ctx, 0, limit)
-		if err != nil {
-			return err
-		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "id\tpriority\tattempts\tdied\treason\tpayload")
-		found := false
-		for _, d := range letters {
-			if sub == "show" && d.ID != pos[0] {
-				continue
-			}
-			found = true
+		row := func(d prioq.DeadLetter) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", d.ID, d.Priority, d.Attempts, d.DiedAt.UTC().Format(time.RFC3339),
 				strconv.Quote(d.Reason), showPayload(d.Payload, *payload))
 		}
-		if sub == "show" && !found {
-			return &exitError{1, fmt.Sprintf("dead show: no dead letter %q in the first %d", pos[0], limit)}
+		if sub == "list" {
+			letters, err := q.DeadLetters(ctx, 0, limit)
+			if err != nil {
+				return err
+			}
+			for _, d := range letters {
+				row(d)
+			}
+			return tw.Flush()
 		}
-		return tw.Flush()
+		// show: page through the list, a page at a time, until the id.
+		const page = 500
+		for start := 0; ; start += page {
+			letters, err := q.DeadLetters(ctx, start, page)
+			if err != nil {
+				return err
+			}
+			for _, d := range letters {
+				if d.ID == pos[0] {
+					row(d)
+					return tw.Flush()
+				}
+			}
+			if len(letters) < page {
+				return &exitError{1, fmt.Sprintf("dead show: no dead letter %q", pos[0])}
+			}
+		}
 	case "requeue":
 		if len(args) != 1 {
 			return bad("usage: prioq dead <queue> requeue <id>")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -67,8 +68,7 @@ func prioqCmd(t *testing.T, stdin string, args ...string) (string, string, int) 
 
 func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
 	t.Helper()
-	name := strings.ReplaceAll(t.Name(), "/", ".") + fmt.Sprint(time.Now().UnixNano()%1e6)
-	q, err := prioq.Open(context.Background(), client, name, cfg)
+	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
 	return q
@@ -240,4 +240,41 @@ func TestWeb(t *testing.T) {
 	assert.Contains(t, body, q.Name())
 	assert.Contains(t, body, "levels:2")
 	assert.NotContains(t, body, "<button", "--read-only")
+}
+
+// stats --watch --json prints a line per interval with the totals and, from
+// the second line on, the rates over the interval.
+func TestStatsWatchShowsRates(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	load, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for load.Err() == nil {
+			_, _ = q.Enqueue(load, []byte("x"))
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	cmd := exec.CommandContext(ctx, bin, "--url", "redis://"+addr, "stats", q.Name(), "--json", "--watch", "300ms")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	var lines []map[string]any
+	for len(lines) < 4 && sc.Scan() {
+		var js map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &js))
+		lines = append(lines, js)
+	}
+	require.Len(t, lines, 4)
+	assert.NotContains(t, lines[0], "enqueued_per_second", "one sample has no rate")
+	for _, js := range lines[1:] {
+		rate, ok := js["enqueued_per_second"].(float64)
+		require.True(t, ok, "%v", js)
+		assert.Greater(t, rate, 0.0)
+		assert.Equal(t, 0.0, js["acked_per_second"], "nothing consumes")
+	}
+	assert.Greater(t, lines[3]["enqueued_total"].(float64), lines[0]["enqueued_total"].(float64))
 }

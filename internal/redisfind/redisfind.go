@@ -1,7 +1,7 @@
 // Package redisfind finds a Redis server for prioq's tests and benchmark:
 // PRIOQ_REDIS_ADDR when set, else a redis-server binary on PATH started on a
 // free loopback port in a temporary directory. `make test` and `make bench`
-// install redis-server when it is missing (scripts/need-redis); the Docker
+// install redis-server when it is missing (scripts/setup); the Docker
 // suite in integration/ builds its image from the same binary.
 package redisfind
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Pool returns a radix pool on addr once it has opened all of its
-// connections: radix fills a pool in the background after New, and Close
+// connections (ctx's error if it ends first): radix fills a pool in the background after New, and Close
 // waits 100 ms for each connection that fill has not made yet. Pool pings are
 // off, so that tests and benchmarks count only their own commands.
 func Pool(ctx context.Context, addr string, size int, dialer radix.Dialer) (radix.Client, error) {
@@ -23,7 +23,9 @@ func Pool(ctx context.Context, addr string, size int, dialer radix.Dialer) (radi
 	}
 	select {
 	case <-filled:
+		return cl, nil
 	case <-ctx.Done():
+		cl.Close()
+		return nil, ctx.Err()
 	}
-	return cl, nil
 }

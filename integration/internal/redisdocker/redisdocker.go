@@ -1,9 +1,9 @@
-// Package redisdocker runs Redis in Docker for prioq's integration tests and
-// benchmark, offline: the image is PRIOQ_REDIS_IMAGE, else redis:7 when it is
+// Package redisdocker runs Redis in Docker for prioq's integration tests,
+// offline: the image is PRIOQ_REDIS_IMAGE, else redis:7 when it is
 // present or can be pulled, else a minimal image built here from the local
 // redis-server binary and the libraries ldd lists (docker import of a rootfs).
-// It is internal and only tests and bench/ import it, so dockertest stays out
-// of the library's import graph.
+// It is internal to the integration module, so dockertest stays out of the
+// library's import graph.
 package redisdocker
 
 import (
