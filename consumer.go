@@ -284,7 +284,7 @@ func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 		var first error
 		for i := len(held) - 1; i >= 0; i-- { // each goes to the head: last first keeps their order
 			m := held[i]
-			err := q.fail(ctx, m, 0, "", true)
+			err := q.fail(ctx, m, 0, "", failRelease)
 			if err != nil && first == nil {
 				first = fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
 			}

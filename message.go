@@ -2,9 +2,11 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -41,6 +43,11 @@ type Message struct {
 	deadline time.Time // lease deadline (AtLeastOnce)
 	// onExtend, set by Run, moves the handler's context deadline with the lease.
 	onExtend func(time.Time)
+	// finished is the Outcome of an Ack, Retry or dead-lettering that
+	// happened (0: none yet): Run does not finish a delivery twice.
+	finished atomic.Int32
+	// afterFinish are the AfterFinish callbacks, called by Run.
+	afterFinish []func(Outcome, error)
 }
 
 // MessageInfo describes a stored message without delivering it: what Peek
@@ -114,7 +121,9 @@ func (m *Message) leased() error {
 }
 
 // Ack marks the message done and deletes it: one round trip, two commands,
-// shared with the other acks of its queue in flight at the same time.
+// shared with the other acks of its queue in flight at the same time. Acking
+// a message again after an Ack that succeeded returns nil at once, so a Run
+// handler may Ack itself and then return nil.
 // It fails with ErrLeaseLost, changing nothing, when the lease expired and the
 // message was taken back; the work may then be done twice (at-least-once).
 // With Config.WaitReplicas, ErrNotReplicated means the ack was made but not
@@ -124,11 +133,18 @@ func (m *Message) Ack(ctx context.Context) error {
 	if err := m.leased(); err != nil {
 		return err
 	}
+	if Outcome(m.finished.Load()) == OutcomeAcked {
+		return nil // acked already: nothing to do, no round trip
+	}
 	acks := m.q.acks
 	if m.callerID {
 		acks = m.q.idAcks
 	}
-	return acks.do(ctx, m, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
+	err := acks.do(ctx, m, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
+	if err == nil || errors.Is(err, ErrNotReplicated) {
+		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+	}
+	return err
 }
 
 // Bounds of one merged ack call (two commands per message in a pipeline).
@@ -147,7 +163,7 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 	if after <= 0 {
 		after = m.q.cfg.Backoff(m.Attempts)
 	}
-	return m.q.fail(ctx, m, after, reason, false)
+	return m.q.fail(ctx, m, after, reason, failRetry)
 }
 
 // Extend moves the lease deadline to d from now (the Redis server's now);

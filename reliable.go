@@ -135,12 +135,16 @@ func (q *Queue) bury(ctx context.Context, token string, why error) {
 	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
 }
 
-func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason string, release bool) error {
-	op := failRetry
-	if release {
-		op = failRelease
+// fail ends m's delivery with fail.lua's op (failRetry, failDead or
+// failRelease) and, when it happened, records how on m.
+func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason, op string) error {
+	code, err := q.finishToken(ctx, m.token, after, reason, op)
+	switch {
+	case code == failCodeDead:
+		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
+	case code == failCodeRequeued && op != failRelease:
+		m.finished.CompareAndSwap(0, int32(OutcomeRetried))
 	}
-	err := q.failToken(ctx, m.token, after, reason, op)
 	if err != nil {
 		return fmt.Errorf("prioq: %s %q: %w", op, m.ID, err)
 	}
@@ -148,16 +152,31 @@ func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reaso
 }
 
 func (q *Queue) failToken(ctx context.Context, token string, after time.Duration, reason, op string) error {
-	var code int
+	_, err := q.finishToken(ctx, token, after, reason, op)
+	return err
+}
+
+// fail.lua's replies.
+const (
+	failCodeLost     = 0
+	failCodeRequeued = 1
+	failCodeDead     = 2
+)
+
+// finishToken runs fail.lua and returns its reply (failCode*) and an error:
+// ErrLeaseLost for failCodeLost; with Config.WaitReplicas, ErrNotReplicated
+// beside a reply that says what was done.
+func (q *Queue) finishToken(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
+	code := failCodeLost
 	err := q.write(ctx, failScript.Cmd(&code, q.k.failKeys, token,
 		fmtInt(leaseMs(after)), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
-		return err
+		return failCodeLost, err
 	}
-	if code == 0 {
-		return ErrLeaseLost
+	if code == failCodeLost {
+		return code, ErrLeaseLost
 	}
-	return err
+	return code, err
 }
 
 // sweep redelivers messages whose lease has expired (or dead-letters them past
@@ -280,7 +299,9 @@ func (q *Queue) deadOp(ctx context.Context, op, id string) (int64, error) {
 }
 
 // RequeueDead puts the dead message with this id back at the tail of its lane
-// with 0 attempts, keeping its id. ErrNotFound when no dead message has it.
+// with 0 attempts, keeping its id. ErrNotFound when no dead message has it;
+// ErrCorrupt when its dead letter was buried because its routing did not parse
+// (it stays until PurgeDead; its payload can be enqueued again by hand).
 // One round trip; O(dead-letter list) inside Redis. Cancelling ctx abandons
 // the call; the message is then either requeued or not.
 func (q *Queue) RequeueDead(ctx context.Context, id string) error {
@@ -288,8 +309,12 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 		return err
 	}
 	n, err := q.deadOp(ctx, deadRequeue, id)
-	if err == nil && n == 0 {
+	switch {
+	case err != nil:
+	case n == 0:
 		err = fmt.Errorf("prioq: requeue %q in %q: %w", id, q.name, ErrNotFound)
+	case n < 0:
+		err = fmt.Errorf("prioq: requeue %q in %q: %w: its dead letter does not say which lane it came from (its Reason says why)", id, q.name, ErrCorrupt)
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -12,10 +13,66 @@ import (
 // Handler handles one message. For AtLeastOnce queues, returning nil acks the
 // message and returning an error retries it after the queue's backoff (or
 // dead-letters it after MaxAttempts); return an error wrapping ErrSkipRetry
-// to dead-letter it at once. The handler's ctx is cancelled when the lease
+// to dead-letter it at once. A handler may also Ack or Retry m itself; Run
+// then leaves it as the handler did. The handler's ctx is cancelled when the lease
 // ends (m.Extend moves that moment; context.Cause(ctx) is then
 // ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
+
+// Outcome is how Run finished one delivery; AfterFinish callbacks get it.
+type Outcome int32
+
+const (
+	// OutcomeAcked: the handler returned nil and the message was acked
+	// (AtMostOnce: the handler returned nil).
+	OutcomeAcked Outcome = iota + 1
+	// OutcomeRetried: the handler failed and the message will be delivered
+	// again after its backoff.
+	OutcomeRetried
+	// OutcomeDeadLettered: the handler failed for the last time (or with
+	// ErrSkipRetry) and the message went to the dead letters.
+	OutcomeDeadLettered
+	// OutcomeFailed: AtMostOnce only: the handler failed and the message is
+	// gone.
+	OutcomeFailed
+	// OutcomeUnfinished: AtLeastOnce: the ack, retry or dead-lettering did
+	// not happen (the lease was lost, Redis did not answer in time); the
+	// message is delivered again once its lease runs out.
+	OutcomeUnfinished
+)
+
+// String returns the outcome as metrics label it: "acked", "retried",
+// "dead_lettered", "failed" or "unfinished".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAcked:
+		return "acked"
+	case OutcomeRetried:
+		return "retried"
+	case OutcomeDeadLettered:
+		return "dead_lettered"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeUnfinished:
+		return "unfinished"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// AfterFinish registers f to be called by Run once this delivery is finished:
+// after the handler returned and its ack, retry or dead-lettering was made or
+// failed. f gets the outcome and an error: the handler's for OutcomeRetried,
+// OutcomeDeadLettered and OutcomeFailed; the failed call's for
+// OutcomeUnfinished; for OutcomeAcked nil, or an error wrapping
+// ErrNotReplicated when the ack was made but not confirmed by enough
+// replicas. Middleware uses it to count what really happened: the outermost
+// middleware's return value decides what Run does, so no middleware can see
+// the result from inside. Callbacks run in Run's goroutine for the message,
+// in the order registered; call AfterFinish only from the handler's
+// goroutine. Messages not handled by Run (Receive) never call them.
+func (m *Message) AfterFinish(f func(Outcome, error)) {
+	m.afterFinish = append(m.afterFinish, f)
+}
 
 // Middleware wraps a Handler, for work around every delivery of Run:
 // tracing, metrics, logging. ConsumerConfig.Middleware applies them, the
@@ -114,37 +171,74 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 		defer timer.Stop()
 		m.onExtend = func(d time.Time) { timer.Reset(time.Until(d)) }
 	}
-	err := callHandler(ctx, m, h)
-	if c.q.cfg.Mode != AtLeastOnce {
-		if err != nil {
-			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, c.q.name, err))
+	herr := callHandler(ctx, m, h)
+	outcome, err := c.finish(ctx, base, m, herr)
+	for _, f := range m.afterFinish {
+		c.afterFinish(m, f, outcome, err)
+	}
+}
+
+// afterFinish calls one AfterFinish callback; a panic in it is reported, as
+// a handler's is, and does not stop the others.
+func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.report(fmt.Errorf("prioq: AfterFinish callback for %q in %q panicked: %v", m.ID, c.q.name, r))
 		}
-		return
+	}()
+	f(o, err)
+}
+
+// finish acks, retries or dead-letters m after its handler returned herr,
+// unless the handler did so itself, and returns the outcome with its error
+// (see AfterFinish).
+func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Outcome, error) {
+	if c.q.cfg.Mode != AtLeastOnce {
+		if herr != nil {
+			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, c.q.name, herr))
+			return OutcomeFailed, herr
+		}
+		return OutcomeAcked, nil
+	}
+	if done := Outcome(m.finished.Load()); done != 0 {
+		// The handler acked, retried or dead-lettered it itself.
+		if done == OutcomeAcked {
+			return done, nil
+		}
+		return done, herr
 	}
 	// Finishing must outlive the handler's context (which may have ended at the
 	// lease deadline): a short context of its own.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.q.cfg.CallTimeout)
 	defer cancel()
-	log := c.q.cfg.Logger
-	switch {
-	case err == nil:
+	var err error
+	if herr == nil {
 		err = m.Ack(fctx) // merged with the acks of other handlers in flight
-	default:
-		skip := errors.Is(err, ErrSkipRetry)
+	} else {
+		skip := errors.Is(herr, ErrSkipRetry)
 		level, msg := slog.LevelDebug, "prioq: handler failed, retrying"
 		if skip || m.LastAttempt() {
 			level, msg = slog.LevelWarn, "prioq: message dead-lettered"
 		}
-		log.LogAttrs(ctx, level, msg, slog.String("queue", c.q.name),
-			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", err))
+		c.q.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", c.q.name),
+			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", herr))
 		if skip {
-			err = c.q.failToken(fctx, m.token, 0, err.Error(), failDead)
+			err = c.q.fail(fctx, m, 0, herr.Error(), failDead)
 		} else {
-			err = m.Retry(fctx, 0, err.Error()) // at the last attempt fail.lua dead-letters it
+			err = m.Retry(fctx, 0, herr.Error()) // at the last attempt fail.lua dead-letters it
 		}
 	}
 	if err != nil {
 		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, c.q.name, err))
+	}
+	done := Outcome(m.finished.Load())
+	switch {
+	case done == 0:
+		return OutcomeUnfinished, err
+	case done == OutcomeAcked:
+		return done, err // nil, or ErrNotReplicated
+	default:
+		return done, herr
 	}
 }
 

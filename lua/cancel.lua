@@ -17,12 +17,10 @@ need(KEYS[1], 'set')
 need(KEYS[2], 'zset')
 local rec = redis.call('HGET', KEYS[3], id)
 if rec then
-  -- The delayed set's member is the record's sequence number and the id. A
-  -- record that does not parse leaves its member behind, which promotion
-  -- drops (it has no record).
-  local lane, _, rest = routed(rec, #KEYS - 3, kind)
+  -- The delayed set's member is the record's sequence number and the id,
+  -- found even when the record's routing does not parse.
   redis.call('HDEL', KEYS[3], id)
-  if lane and #rest >= SEQ_LEN then redis.call('ZREM', KEYS[2], string.sub(rest, 1, SEQ_LEN) .. id) end
+  unschedule(KEYS[2], rec, id)
   redis.call('SREM', KEYS[1], id)
   return 1
 end

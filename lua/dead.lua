@@ -9,10 +9,12 @@
 -- ARGV[2]   id to act on, or '' for every record
 -- ARGV[3]   1 = lanes are lists, 2 = sorted sets
 -- ARGV[4]   1 = arm the consumer wake-up
--- Returns: how many records were handled. A requeued message keeps its id,
--- starts again at 0 attempts and goes to the tail of its lane. A purged one
--- releases its caller id. A record that does not parse cannot be requeued and
--- stays; purging every record deletes it too.
+-- Returns: how many records were handled (for one id: 1, 0 when no record
+-- has it, -1 when only records that cannot be requeued have it). A requeued
+-- message keeps its id, starts again at 0 attempts and goes to the tail of
+-- its lane. A purged one releases its caller id. A record that does not parse,
+-- or does not say which lane it came from, cannot be requeued and stays;
+-- purging it (by id, or every record) deletes it.
 -- Every key is checked first; in each step the record leaves the dead list
 -- (freeing memory) before anything is written elsewhere. O(dead list).
 local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == YES
@@ -26,18 +28,21 @@ if op == DEAD_REQUEUE then
 end
 
 -- parse returns the lane, score, id, caller flag and envelope of a record
--- that can be requeued; for one that cannot, only what it can read of its id.
+-- that can be requeued; for one that cannot, only what it can read of its id
+-- (for purge). A record buried with lane '-' no longer says where it was (its
+-- routing did not parse): its body may even decode, but no lane can be
+-- trusted for it, so it is never requeued.
 local function parse(rec)
-  local lane, score, rest = routed(rec, nlanes, kind)
-  if not lane then return nil end
-  local p3 = string.find(rest, '|', 1, true)
-  if not p3 then return nil end
-  local p4 = string.find(rest, '|', p3 + 1, true)
-  local rlen = p4 and tonumber(string.sub(rest, p3 + 1, p4 - 1))
+  local p1 = string.find(rec, '|', 1, true)
+  local p2 = p1 and string.find(rec, '|', p1 + 1, true)
+  local p3 = p2 and string.find(rec, '|', p2 + 1, true)
+  local p4 = p3 and string.find(rec, '|', p3 + 1, true)
+  local rlen = p4 and tonumber(string.sub(rec, p3 + 1, p4 - 1))
   if not rlen then return nil end
-  local env = string.sub(rest, p4 + 1 + rlen)
+  local env = string.sub(rec, p4 + 1 + rlen)
   local id, caller = env_id(env, 0)
-  if not id or not attempts(env, 0) then return nil, nil, id, caller end
+  local lane, score = routed(rec, nlanes, kind)
+  if not lane or not id or not attempts(env, 0) then return nil, nil, id, caller end
   return lane, score, id, caller, env
 end
 
@@ -64,11 +69,15 @@ if want ~= '' then
     local recs = redis.call('LRANGE', KEYS[1], start, start + CHUNK - 1)
     for _, rec in ipairs(recs) do
       local lane, _, id = parse(rec)
-      if id == want and (lane or op == DEAD_PURGE) then
-        redis.call('LREM', KEYS[1], 1, rec)
-        handle(rec)
-        n = 1
-        break
+      if id == want then
+        if not lane and op == DEAD_REQUEUE then
+          n = -1 -- found, but it cannot be requeued: keep looking for one that can
+        else
+          redis.call('LREM', KEYS[1], 1, rec)
+          handle(rec)
+          n = 1
+          break
+        end
       end
     end
     if n == 1 or #recs < CHUNK then break end

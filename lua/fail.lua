@@ -49,7 +49,7 @@ end
 local lane, score, member = routed(rec, nlanes, kind)
 if not lane then
   local why = 'corrupt in-flight record'
-  return bury(dead_record(0, '', now, why, rec))
+  return bury(dead_record(UNKNOWN_LANE, '', now, why, rec))
 end
 local key = KEYS[9 + lane]
 -- The stored attempts count the deliveries before this one (take does not

@@ -120,8 +120,11 @@ local function routed(rec, nlanes, kind)
 end
 
 -- dead_record is a dead-letter record: "lane|score|diedMs|reasonLen|" then
--- the reason and the stored body (reliable.go parseDead reads it; a lane of
--- '0' and an empty score for a record that no longer says where it was).
+-- the reason and the stored body (reliable.go parseDead reads it). A record
+-- that no longer says where it was gets UNKNOWN_LANE and an empty score, so
+-- that dead.lua never requeues it into a lane it did not come from. (Before
+-- this, such records said lane 0, which a Levels queue cannot tell apart.)
+local UNKNOWN_LANE = '-'
 local function dead_record(lane, score, now, why, body)
   return lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. body
 end
@@ -143,6 +146,31 @@ end
 -- promoted in the order they were scheduled, whatever their ids.
 local function delayed_member(seq, id) return seqbytes(seq) .. id end
 local function delayed_id(member) return string.sub(member, SEQ_LEN + 1) end
+
+-- unschedule removes the delayed set's member of id, whose dstore record is
+-- rec, and returns how many members it removed. The member is read from the
+-- record (its sequence number follows "lane|score|"); when the record is too
+-- damaged to say (or says wrong), the set is searched, O(delayed), so that no
+-- member outlives its record: a member left behind would promote the next
+-- message stored under the same id at the old due time.
+local function unschedule(delayed, rec, id)
+  local p1 = string.find(rec, '|', 1, true)
+  local p2 = p1 and string.find(rec, '|', p1 + 1, true)
+  if p2 and #rec >= p2 + SEQ_LEN then
+    local n = redis.call('ZREM', delayed, string.sub(rec, p2 + 1, p2 + SEQ_LEN) .. id)
+    if n > 0 then return n end
+  end
+  local gone = {}
+  for start = 0, math.huge, CHUNK do
+    local members = redis.call('ZRANGE', delayed, start, start + CHUNK - 1)
+    for _, m in ipairs(members) do
+      if delayed_id(m) == id then gone[#gone + 1] = m end
+    end
+    if #members < CHUNK then break end
+  end
+  chunked('ZREM', delayed, gone)
+  return #gone
+end
 
 -- lane_range reads entries a..b (0-based, inclusive) of a lane in serving
 -- order: a LIST (Levels) or a ZSET (Range).

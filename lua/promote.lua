@@ -40,7 +40,7 @@ if #members > 0 then
       -- A record that does not parse is kept, byte for byte, in the dead
       -- letters; an id without a record is only removed.
       local why = 'corrupt delayed record'
-      bad[#bad + 1] = dead_record(0, '', now, why, vals[i])
+      bad[#bad + 1] = dead_record(UNKNOWN_LANE, '', now, why, vals[i])
     end
   end
   if kind == KIND_RANGE and moved > 0 then need_seq(KEYS[3], moved) end

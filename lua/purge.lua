@@ -44,12 +44,19 @@ if redis.call('SCARD', KEYS[1]) > 0 then
     local members = redis.call('ZRANGE', KEYS[2], start, start + CHUNK - 1)
     local ids = {}
     for i, m in ipairs(members) do ids[i] = delayed_id(m) end
-    local recs = {}
-    for _, v in ipairs(hmget(KEYS[3], ids)) do
+    local recs, damaged = {}, {}
+    for i, v in ipairs(hmget(KEYS[3], ids)) do
       local lane, _, rest = routed(v, #KEYS - 4, kind)
-      if lane then recs[#recs + 1] = rest end
+      if lane then
+        recs[#recs + 1] = rest
+      elseif v then
+        -- The record is stored under this id, so the id is this message's,
+        -- whatever its envelope says: release it with the record.
+        damaged[#damaged + 1] = ids[i]
+      end
     end
     release(recs, SEQ_LEN)
+    if #damaged > 0 then chunked('SREM', KEYS[1], damaged) end
     if #members < CHUNK then break end
   end
 end

@@ -33,7 +33,7 @@ if #tokens > 0 then
       local lane, score, member = routed(rec, nlanes, kind)
       if not lane then
         local why = 'corrupt in-flight record'
-        deads[#deads + 1] = dead_record(0, '', now, why, rec)
+        deads[#deads + 1] = dead_record(UNKNOWN_LANE, '', now, why, rec)
       else
         -- The expired delivery counts now: take left the message as it was.
         local a = attempts(member, off)

@@ -32,10 +32,16 @@
 //
 //	prioq.messages.enqueued       stored by Enqueue and EnqueueBatch
 //	prioq.messages.delivered      handed to a handler by Run
-//	prioq.messages.acked          handlers that returned nil
-//	prioq.messages.retried        handlers that failed and will be retried
+//	prioq.messages.acked          handlers that returned nil, once the ack was made
+//	prioq.messages.retried        handlers that failed, once the retry was stored
 //	prioq.messages.dead_lettered  handlers that failed for the last time, and expired leases past MaxAttempts
+//	prioq.messages.unfinished     deliveries whose ack or retry did not happen (a lost lease, Redis
+//	                              unreachable): the message is delivered again after its lease
 //	prioq.messages.redelivered    expired leases given back by the sweep
+//
+// The outcome counters and prioq.outcome come from what Run did after the
+// handler returned (prioq.Message.AfterFinish), not from the handler's
+// return value alone.
 //
 // Histograms, in seconds: prioq.handler.duration (handler run time, with
 // the outcome as prioq.outcome) and prioq.message.queue_time, the pickup
@@ -94,7 +100,7 @@ type Instrumentation struct {
 	cfg                                 Config
 	tracer                              trace.Tracer
 	enqueued, delivered, acked, retried metric.Int64Counter
-	dead, redelivered                   metric.Int64Counter
+	dead, redelivered, unfinished       metric.Int64Counter
 	duration, queueTime                 metric.Float64Histogram
 
 	queues sync.Map // queue name -> *queueAttrs, made once per queue
@@ -107,7 +113,7 @@ type queueAttrs struct {
 	spanSend      []attribute.KeyValue // without the per-call ones
 	spanProcess   []attribute.KeyValue
 	metric        metric.MeasurementOption
-	outcome       map[string]metric.MeasurementOption // by prioq.outcome
+	outcome       map[prioq.Outcome]metric.MeasurementOption // by prioq.outcome
 }
 
 func (in *Instrumentation) attrs(queue string) *queueAttrs {
@@ -119,9 +125,10 @@ func (in *Instrumentation) attrs(queue string) *queueAttrs {
 		spanSend:    []attribute.KeyValue{system, dest, attribute.String("messaging.operation.type", "send")},
 		spanProcess: []attribute.KeyValue{system, dest, attribute.String("messaging.operation.type", "process")},
 		metric:      metric.WithAttributes(system, dest),
-		outcome:     map[string]metric.MeasurementOption{}}
-	for _, o := range []string{"acked", "failed", "dead_lettered", "retried"} {
-		a.outcome[o] = metric.WithAttributes(system, dest, attribute.String("prioq.outcome", o))
+		outcome:     map[prioq.Outcome]metric.MeasurementOption{}}
+	for _, o := range []prioq.Outcome{prioq.OutcomeAcked, prioq.OutcomeRetried, prioq.OutcomeDeadLettered,
+		prioq.OutcomeFailed, prioq.OutcomeUnfinished} {
+		a.outcome[o] = metric.WithAttributes(system, dest, attribute.String("prioq.outcome", o.String()))
 	}
 	got, _ := in.queues.LoadOrStore(queue, a)
 	return got.(*queueAttrs)
@@ -154,8 +161,10 @@ func New(cfg Config) (*Instrumentation, error) {
 	}
 	in.enqueued = counter("prioq.messages.enqueued", "Messages stored by Enqueue and EnqueueBatch.")
 	in.delivered = counter("prioq.messages.delivered", "Messages handed to a handler by Run.")
-	in.acked = counter("prioq.messages.acked", "Handlers that returned nil.")
+	in.acked = counter("prioq.messages.acked", "Handlers that returned nil, and whose ack was made.")
 	in.retried = counter("prioq.messages.retried", "Handlers that failed; the message will be retried.")
+	in.unfinished = counter("prioq.messages.unfinished",
+		"Deliveries whose ack or retry did not happen (lease lost, Redis error): delivered again after the lease.")
 	in.dead = counter("prioq.messages.dead_lettered", "Messages moved to the dead letters.")
 	in.redelivered = counter("prioq.messages.redelivered", "Expired leases given back to their lane by the sweep.")
 	var err error
@@ -261,25 +270,30 @@ func (in *Instrumentation) Handler() prioq.Middleware {
 				}
 				in.queueTime.Record(ctx, max(0, start.Sub(ready).Seconds()), attrs)
 			}
+			// What happened is known only once Run has finished the
+			// delivery: an ack can still fail (a lost lease) after the
+			// handler returned nil.
+			took := time.Duration(0)
+			m.AfterFinish(func(o prioq.Outcome, _ error) {
+				mctx := context.WithoutCancel(ctx)
+				switch o {
+				case prioq.OutcomeAcked:
+					in.acked.Add(mctx, 1, attrs)
+				case prioq.OutcomeDeadLettered:
+					in.dead.Add(mctx, 1, attrs)
+				case prioq.OutcomeRetried:
+					in.retried.Add(mctx, 1, attrs)
+				case prioq.OutcomeUnfinished:
+					in.unfinished.Add(mctx, 1, attrs)
+				}
+				in.duration.Record(mctx, took.Seconds(), qa.outcome[o])
+			})
+			defer func() { took = time.Since(start) }() // also when next panics: Run recovers, then finishes
 			err := next(ctx, m)
-			outcome := "acked"
-			switch {
-			case err == nil:
-				in.acked.Add(ctx, 1, attrs)
-			case m.LeaseDeadline().IsZero():
-				outcome = "failed" // AtMostOnce: nothing is retried or dead-lettered
-			case errors.Is(err, prioq.ErrSkipRetry) || m.LastAttempt():
-				outcome = "dead_lettered"
-				in.dead.Add(ctx, 1, attrs)
-			default:
-				outcome = "retried"
-				in.retried.Add(ctx, 1, attrs)
-			}
 			if err != nil {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
 			}
-			in.duration.Record(ctx, time.Since(start).Seconds(), qa.outcome[outcome])
 			return err
 		}
 	}

@@ -76,6 +76,27 @@ func setup(t *testing.T, parentChild bool) *fixture {
 	return f
 }
 
+// durations counts the prioq.handler.duration records by prioq.outcome.
+func (f *fixture) durations(t *testing.T) map[string]uint64 {
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, f.reader.Collect(context.Background(), &rm))
+	out := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "prioq.handler.duration" {
+				continue
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			require.True(t, ok, "prioq.handler.duration is a histogram")
+			for _, dp := range h.DataPoints {
+				v, _ := dp.Attributes.Value(attribute.Key("prioq.outcome"))
+				out[v.AsString()] += dp.Count
+			}
+		}
+	}
+	return out
+}
+
 // run handles messages with h until want deliveries happened.
 func (f *fixture) run(t *testing.T, want int, h prioq.Handler) {
 	cons, err := f.q.NewConsumer(prioq.ConsumerConfig{Middleware: []prioq.Middleware{f.inst.Handler()},
@@ -135,10 +156,15 @@ func TestSpansAndCounters(t *testing.T) {
 	})
 	assert.Equal(t, int64(4), f.counter("prioq.messages.enqueued"))
 	assert.Equal(t, int64(7), f.counter("prioq.messages.delivered"))
-	assert.Equal(t, int64(4), f.counter("prioq.messages.acked"), "ok, flaky's second, slow's two (the first one's ack failed)")
+	// slow's first handler returned nil, but its ack failed: before
+	// AfterFinish, that counted as acked.
+	assert.Equal(t, int64(3), f.counter("prioq.messages.acked"), "ok, flaky's second, slow's second")
+	assert.Equal(t, int64(1), f.counter("prioq.messages.unfinished"), "slow's first: its ack lost the lease")
 	assert.Equal(t, int64(2), f.counter("prioq.messages.retried"), "flaky's and doomed's first")
 	assert.Equal(t, int64(1), f.counter("prioq.messages.dead_lettered"), "doomed's second")
 	assert.Equal(t, int64(1), f.counter("prioq.messages.redelivered"), "slow's expired lease")
+	assert.Equal(t, map[string]uint64{"acked": 3, "unfinished": 1, "retried": 2, "dead_lettered": 1},
+		f.durations(t), "handler durations by outcome")
 
 	var producers, consumers []sdktrace.ReadOnlySpan
 	for _, s := range f.spans.Ended() {
