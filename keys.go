@@ -1,6 +1,9 @@
 package prioq
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // keys.go is the only place key names are built. Every key of queue Q has the
 // hash tag {Q}, so a queue lives in one Redis Cluster slot and every multi-key
@@ -37,10 +40,37 @@ type keySet struct {
 	deadKeys    []string // dead, ids, seq, wake, lanes...
 }
 
+// Every key of a queue starts with keyPrefix, the name, and keyTagEnd: the
+// name is the Cluster hash tag, so a queue's keys share one slot.
+const (
+	keyPrefix = "prioq:{"
+	keyTagEnd = "}:"
+	metaName  = "meta"
+)
+
+// MetaKeyPattern matches the meta key of every queue (written by Open): tools
+// find the queues of a Redis by SCAN with this MATCH pattern (never KEYS) and
+// QueueOfMetaKey.
+const MetaKeyPattern = keyPrefix + "*" + keyTagEnd + metaName
+
+// QueueOfMetaKey returns the name of the queue whose meta key is key, and
+// false when key is not a queue's meta key.
+func QueueOfMetaKey(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(name, keyTagEnd+metaName)
+	if !ok || validateName(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
 func newKeySet(name string, lanes int) keySet {
-	p := "prioq:{" + name + "}:"
+	p := keyPrefix + name + keyTagEnd
 	k := keySet{
-		meta:     p + "meta",
+		meta:     p + metaName,
 		ids:      p + "ids",
 		seq:      p + "seq",
 		delayed:  p + "delayed",

@@ -90,6 +90,7 @@ func main() {
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
 	only := flag.String("only", "", "run only systems whose name contains this")
 	e2eOnly := flag.Bool("e2e", false, "only the end-to-end single-call runs (to iterate on throughput)")
+	lanesOnly := flag.Int("lanes", 0, "only the take cost of 2 vs 64 lanes, in this many alternating rounds")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
 	flag.Parse()
@@ -147,6 +148,22 @@ func main() {
 		fatal(err)
 	}
 	defer client.Close()
+
+	if *lanesOnly > 0 {
+		lc, err := compareLanes(ctx, client, *lanesOnly, 2000)
+		if err != nil {
+			fatal(err)
+		}
+		for _, c := range []struct {
+			what   string
+			as, bs []float64
+		}{{"work in the lowest lane", lc.RawLowest2, lc.RawLowest64}, {"work in the top lane", lc.RawTop2, lc.RawTop64}} {
+			a, b := median(c.as), median(c.bs)
+			fmt.Printf("take µs server, 2 → 64 lanes, %s: %.1f → %.1f (%.2f×; rounds %s → %s)\n",
+				c.what, a, b, b/a, fmtList(c.as), fmtList(c.bs))
+		}
+		return
+	}
 
 	systems := []system{
 		newPrioq(client, false, prioq.AtLeastOnce),

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -129,11 +130,45 @@ func budgets(r *report) []budget {
 				}
 			}
 			x := b.TakeSrvUs / a.TakeSrvUs
-			add(fmt.Sprintf("take cost, lanes %d → %d, %s", a.X, b.X, c.what), "flat",
+			add(fmt.Sprintf("take cost, lanes %d → %d, %s, one run per point", a.X, b.X, c.what), "flat",
 				fmt.Sprintf("%.1f → %.1f µs server (%.2f×)", a.TakeSrvUs, b.TakeSrvUs, x), verdict(x < 1.2))
 		}
 	}
+	if lc := r.Scale.laneCompare(); lc != nil {
+		for _, c := range []struct {
+			what   string
+			a, b   float64
+			as, bs []float64
+		}{{"work only in the lowest lane (worst case)", lc.Lowest2, lc.Lowest64, lc.RawLowest2, lc.RawLowest64},
+			{"work in the top lane", lc.Top2, lc.Top64, lc.RawTop2, lc.RawTop64}} {
+			x := c.b / c.a
+			rounds := fmt.Sprintf("median of %d alternating rounds", lc.Rounds)
+			if lc.Rounds == 1 {
+				rounds = "one round (-quick)"
+			}
+			add(fmt.Sprintf("take cost, lanes 2 → 64, %s, %s", c.what, rounds),
+				"≤ 1.1× (issue 11)", fmt.Sprintf("%.1f → %.1f µs server (%.2f×; rounds %s → %s)", c.a, c.b, x,
+					fmtList(c.as), fmtList(c.bs)), verdict(x <= 1.1))
+		}
+	}
 	return out
+}
+
+// laneCompare is sc's lane comparison, nil when not measured.
+func (sc *scaleResult) laneCompare() *laneCompare {
+	if sc == nil || sc.LaneCompare == nil || sc.LaneCompare.Lowest2 == 0 || sc.LaneCompare.Top2 == 0 {
+		return nil
+	}
+	return sc.LaneCompare
+}
+
+// fmtList prints xs as "a/b/c" with one decimal.
+func fmtList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strings.Join(parts, "/")
 }
 
 func ptrCmds(t *throughput) float64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,70 @@ type scaleResult struct {
 	LanesTop    []costPoint `json:"lanes_work_in_top_lane"`
 	Segments    []costPoint `json:"segments"`
 	Consumers   []consPoint `json:"consumers"`
+	// LaneCompare is the 2 → 64 lanes take cost measured in alternating
+	// rounds: the curves above measure each point once, and on a noisy
+	// machine one point moves ±25%.
+	LaneCompare *laneCompare `json:"lane_compare,omitempty"`
+}
+
+// laneCompare holds the median take cost (server µs) of Levels(2) and
+// Levels(64) queues, with the work in the lowest lane (every empty lane is
+// passed first) and in the top lane, over Rounds alternating rounds.
+type laneCompare struct {
+	Rounds      int       `json:"rounds"`
+	Lowest2     float64   `json:"lowest_2_us"`
+	Lowest64    float64   `json:"lowest_64_us"`
+	Top2        float64   `json:"top_2_us"`
+	Top64       float64   `json:"top_64_us"`
+	RawLowest2  []float64 `json:"rounds_lowest_2_us"`
+	RawLowest64 []float64 `json:"rounds_lowest_64_us"`
+	RawTop2     []float64 `json:"rounds_top_2_us"`
+	RawTop64    []float64 `json:"rounds_top_64_us"`
+}
+
+// compareLanes measures laneCompare: in each round the four cases run in an
+// order that alternates between rounds, so a drift of the machine's speed
+// does not favour one side.
+func compareLanes(ctx context.Context, c radix.Client, rounds, ops int) (*laneCompare, error) {
+	r := &laneCompare{Rounds: rounds}
+	type kase struct {
+		lanes int
+		top   bool
+		into  *[]float64
+	}
+	cases := []kase{{2, false, &r.RawLowest2}, {64, false, &r.RawLowest64}, {2, true, &r.RawTop2}, {64, true, &r.RawTop64}}
+	for i := 0; i < rounds; i++ {
+		order := slices.Clone(cases)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			prio := int64(0)
+			if k.top {
+				prio = int64(k.lanes - 1)
+			}
+			pt, err := measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(k.lanes)}, 1000, ops, func() int64 { return prio })
+			if err != nil {
+				return nil, err
+			}
+			*k.into = append(*k.into, pt.TakeSrvUs)
+		}
+	}
+	r.Lowest2, r.Lowest64 = median(r.RawLowest2), median(r.RawLowest64)
+	r.Top2, r.Top64 = median(r.RawTop2), median(r.RawTop64)
+	return r, nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // serverUsec is the server time spent in all commands so far (INFO
@@ -176,6 +241,13 @@ func runScale(ctx context.Context, c radix.Client, p params) *scaleResult {
 		pt.X = l
 		r.Segments = append(r.Segments, pt)
 	}
+	rounds := 5
+	if p.Quick {
+		rounds = 1
+	}
+	lc, err := compareLanes(ctx, c, rounds, ops)
+	warn("lanes compared", err)
+	r.LaneCompare = lc
 	for _, k := range consumers {
 		pq := newPrioq(c, false, prioq.AtLeastOnce)
 		a, err := endToEnd(ctx, c, pq, n, p.Producers, 1, k, 1, time.Minute)

@@ -306,10 +306,12 @@ func queueNames(ctx context.Context, c redisClient) ([]string, error) {
 	}
 	var names []string
 	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: "prioq:{*}:meta", Count: 1000}).New(node)
+		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: prioq.MetaKeyPattern, Count: 1000}).New(node)
 		var key string
 		for sc.Next(ctx, &key) {
-			names = append(names, strings.TrimSuffix(strings.TrimPrefix(key, "prioq:{"), "}:meta"))
+			if name, ok := prioq.QueueOfMetaKey(key); ok {
+				names = append(names, name)
+			}
 		}
 		if err := sc.Close(); err != nil {
 			return nil, err
