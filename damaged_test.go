@@ -132,3 +132,38 @@ func TestPurgeReleasesIDOfDamagedDelayedRecord(t *testing.T) {
 	_, err = q.Enqueue(ctx, []byte("dup"), ID("kept-in-flight"))
 	assert.ErrorIs(t, err, ErrDuplicate, "an in-flight message keeps its id")
 }
+
+// A delayed record whose lane does not parse is buried by the promotion with
+// its routing in front of the message. Its dead letter must still say which
+// message it was: DeadLetters shows the id, RequeueDead refuses it with
+// ErrCorrupt (not ErrNotFound), and purging it releases its caller id. Before
+// the fix the id was read at the wrong offset: no id, ErrNotFound, and the
+// caller id stayed taken after PurgeDead.
+func TestDeadLetterOfDamagedDelayedRecordKeepsItsID(t *testing.T) {
+	for _, layout := range []Layout{Levels(2), Range(0, 9, 2)} {
+		t.Run(layout.String(), func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, newClient(t), Config{Layout: layout})
+			_, err := q.Enqueue(ctx, []byte("x"), ID("p|q"), Delay(50*time.Millisecond))
+			require.NoError(t, err)
+			damageDelayed(t, q, "p|q", func(r string) string { return "9" + r[strings.Index(r, "|"):] })
+			time.Sleep(100 * time.Millisecond)
+			_, _, _, err = q.promote(ctx)
+			require.NoError(t, err)
+
+			dead, err := q.DeadLetters(ctx, 0, 10)
+			require.NoError(t, err)
+			require.Len(t, dead, 1)
+			assert.Equal(t, "p|q", dead[0].ID)
+			assert.Equal(t, "x", string(dead[0].Payload), "the message inside the damaged record")
+			assert.NotEmpty(t, dead[0].Raw, "the damaged record, byte for byte")
+			require.ErrorIs(t, q.RequeueDead(ctx, "p|q"), ErrCorrupt)
+
+			n, err := q.PurgeDead(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n)
+			_, err = q.Enqueue(ctx, []byte("again"), ID("p|q"))
+			assert.NoError(t, err, "purging released the caller id")
+		})
+	}
+}

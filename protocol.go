@@ -11,6 +11,10 @@ import (
 // drift from the Go side; protocol_test.go checks a script reads an
 // envelope the way decodeEnvelope does.
 const (
+	// unknownLane is the lane field of a dead letter whose record no longer
+	// said where it was (its routing did not parse): never requeued.
+	unknownLane = "-"
+
 	// seqLen is the size of the sequence number in front of a Range lane's
 	// member and of a delayed member (8 bytes, big-endian).
 	seqLen = 8
@@ -78,6 +82,9 @@ func luaConstants() string {
 	num("ENV_ID", envHeaderLen+1)
 	num("FLAG_CALLER_ID", flagCallerID)
 	num("SEQ_LEN", seqLen)
+	num("ENV_V1", envVersion)
+	num("ENV_V2", envVersionHdr)
+	str("UNKNOWN_LANE", unknownLane)
 	num("CHUNK", luaChunk)
 	num("MANY_LANES", takeManyLanes)
 	num("KIND_LEVELS", mustAtoi(argKindLevels))

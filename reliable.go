@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -241,7 +242,10 @@ type DeadLetter struct {
 	DiedAt time.Time
 
 	// Raw is the stored envelope, set only when it did not decode (then only
-	// ID, read from Raw when possible, is set in MessageInfo).
+	// ID, read from Raw when possible, is set in MessageInfo), or the whole
+	// damaged record of a message buried because it no longer said which
+	// lane it came from (MessageInfo is then the message found inside it,
+	// if any). Such a dead letter cannot be requeued (see RequeueDead).
 	Raw []byte
 }
 
@@ -280,6 +284,23 @@ func parseDead(r []byte) (DeadLetter, error) {
 	}
 	d := DeadLetter{Reason: parts[4][:rlen], DiedAt: time.UnixMilli(died)}
 	raw := []byte(parts[4][rlen:])
+	if parts[0] == unknownLane {
+		// The whole damaged record was kept (see dead.lua body_env): show
+		// its bytes, and the message inside them where one decodes.
+		d.Raw = raw
+		for _, off := range unknownLaneStarts(raw) {
+			if e, err := decodeEnvelope(raw[off:]); err == nil {
+				d.MessageInfo = newInfo(e)
+				return d, nil
+			}
+		}
+		for _, off := range unknownLaneStarts(raw) {
+			if d.ID = envelopeID(raw[off:]); d.ID != "" {
+				break
+			}
+		}
+		return d, nil
+	}
 	e, err := decodeEnvelope(raw)
 	if err != nil {
 		d.ID = envelopeID(raw)
@@ -288,6 +309,23 @@ func parseDead(r []byte) (DeadLetter, error) {
 	}
 	d.MessageInfo = newInfo(e)
 	return d, nil
+}
+
+// unknownLaneStarts are the offsets where the envelope may start in the body
+// of a dead letter of unknown lane: 0, after "lane|score|", and after that and
+// a sequence number (dead.lua body_env tries the same).
+func unknownLaneStarts(body []byte) []int {
+	starts := []int{0}
+	if i := bytes.IndexByte(body, '|'); i >= 0 {
+		if j := bytes.IndexByte(body[i+1:], '|'); j >= 0 {
+			p := i + 1 + j + 1
+			starts = append(starts, p)
+			if p+seqLen <= len(body) {
+				starts = append(starts, p+seqLen)
+			}
+		}
+	}
+	return starts
 }
 
 func (q *Queue) deadOp(ctx context.Context, op, id string) (int64, error) {

@@ -13,8 +13,10 @@ import (
 // Handler handles one message. For AtLeastOnce queues, returning nil acks the
 // message and returning an error retries it after the queue's backoff (or
 // dead-letters it after MaxAttempts); return an error wrapping ErrSkipRetry
-// to dead-letter it at once. A handler may also Ack or Retry m itself; Run
-// then leaves it as the handler did. The handler's ctx is cancelled when the lease
+// to dead-letter it at once. A handler may also Ack or Retry m itself before
+// it returns; Run then leaves it as the handler did. (An Ack still in flight
+// in another goroutine when the handler returns races with Run's own: one of
+// them gets ErrLeaseLost.) The handler's ctx is cancelled when the lease
 // ends (m.Extend moves that moment; context.Cause(ctx) is then
 // ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
@@ -64,8 +66,8 @@ func (o Outcome) String() string {
 // failed. f gets the outcome and an error: the handler's for OutcomeRetried,
 // OutcomeDeadLettered and OutcomeFailed; the failed call's for
 // OutcomeUnfinished; for OutcomeAcked nil, or an error wrapping
-// ErrNotReplicated when the ack was made but not confirmed by enough
-// replicas. Middleware uses it to count what really happened: the outermost
+// ErrNotReplicated when Run's ack was made but not confirmed by enough
+// replicas (a handler that acked itself saw that error from its own Ack). Middleware uses it to count what really happened: the outermost
 // middleware's return value decides what Run does, so no middleware can see
 // the result from inside. Callbacks run in Run's goroutine for the message,
 // in the order registered; call AfterFinish only from the handler's

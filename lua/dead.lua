@@ -32,6 +32,31 @@ end
 -- (for purge). A record buried with lane '-' no longer says where it was (its
 -- routing did not parse): its body may even decode, but no lane can be
 -- trusted for it, so it is never requeued.
+-- body_env finds the message in the body of a dead letter of unknown lane.
+-- The burial kept the damaged record whole: the envelope itself, or
+-- "lane|score|" and the envelope (in-flight, Levels), or "lane|score|", a
+-- sequence number and the envelope (delayed; in-flight, Range). The first
+-- place where an envelope plausibly starts (a known version, an id of
+-- printable bytes, the attempts field) gives its id and caller flag, so that
+-- purging it finds it by id and releases its caller id.
+local function body_env(body)
+  local p1 = string.find(body, '|', 1, true)
+  local p2 = p1 and string.find(body, '|', p1 + 1, true)
+  local starts = {0}
+  if p2 then
+    starts[2] = p2
+    starts[3] = p2 + SEQ_LEN
+  end
+  for _, off in ipairs(starts) do
+    local v = string.byte(body, off + 1)
+    if v == ENV_V1 or v == ENV_V2 then
+      local id, caller = env_id(body, off)
+      if id and attempts(body, off) and not string.find(id, '[^!-~]') then return id, caller end
+    end
+  end
+  return nil
+end
+
 local function parse(rec)
   local p1 = string.find(rec, '|', 1, true)
   local p2 = p1 and string.find(rec, '|', p1 + 1, true)
@@ -40,6 +65,10 @@ local function parse(rec)
   local rlen = p4 and tonumber(string.sub(rec, p3 + 1, p4 - 1))
   if not rlen then return nil end
   local env = string.sub(rec, p4 + 1 + rlen)
+  if string.sub(rec, 1, p1 - 1) == UNKNOWN_LANE then
+    local id, caller = body_env(env)
+    return nil, nil, id, caller
+  end
   local id, caller = env_id(env, 0)
   local lane, score = routed(rec, nlanes, kind)
   if not lane or not id or not attempts(env, 0) then return nil, nil, id, caller end

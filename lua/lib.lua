@@ -124,7 +124,6 @@ end
 -- that no longer says where it was gets UNKNOWN_LANE and an empty score, so
 -- that dead.lua never requeues it into a lane it did not come from. (Before
 -- this, such records said lane 0, which a Levels queue cannot tell apart.)
-local UNKNOWN_LANE = '-'
 local function dead_record(lane, score, now, why, body)
   return lane .. '|' .. score .. '|' .. now .. '|' .. #why .. '|' .. why .. body
 end
