@@ -144,7 +144,7 @@ func budgets(r *report) []budget {
 			x := c.b / c.a
 			rounds := fmt.Sprintf("median of %d alternating rounds", lc.Rounds)
 			if lc.Rounds == 1 {
-				rounds = "one round (-quick)"
+				rounds = "one round (-full runs 5)"
 			}
 			add(fmt.Sprintf("take cost, lanes 2 → 64, %s, %s", c.what, rounds),
 				"≤ 1.1× (issue 11)", fmt.Sprintf("%.1f → %.1f µs server (%.2f×; rounds %s → %s)", c.a, c.b, x,
