@@ -293,10 +293,8 @@ func parseDead(r []byte) (DeadLetter, error) {
 				d.MessageInfo = newInfo(e)
 				return d, nil
 			}
-		}
-		for _, off := range unknownLaneStarts(raw) {
-			if d.ID = envelopeID(raw[off:]); d.ID != "" {
-				break
+			if d.ID == "" {
+				d.ID = envelopeID(raw[off:])
 			}
 		}
 		return d, nil

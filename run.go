@@ -202,13 +202,23 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 		}
 		return OutcomeAcked, nil
 	}
-	if done := Outcome(m.finished.Load()); done != 0 {
-		// The handler acked, retried or dead-lettered it itself.
-		if done == OutcomeAcked {
-			return done, nil
-		}
+	var err error // of Run's own ack, retry or dead-lettering
+	if m.finished.Load() == 0 { // else the handler acked, retried or dead-lettered it itself
+		err = c.finishLeased(ctx, base, m, herr)
+	}
+	switch done := Outcome(m.finished.Load()); done {
+	case 0:
+		return OutcomeUnfinished, err
+	case OutcomeAcked:
+		return done, err // nil, or ErrNotReplicated
+	default:
 		return done, herr
 	}
+}
+
+// finishLeased acks m after its handler returned nil, or retries or
+// dead-letters it after herr; what happened is recorded on m (finished).
+func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr error) error {
 	// Finishing must outlive the handler's context (which may have ended at the
 	// lease deadline): a short context of its own.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.q.cfg.CallTimeout)
@@ -233,15 +243,7 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 	if err != nil {
 		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, c.q.name, err))
 	}
-	done := Outcome(m.finished.Load())
-	switch {
-	case done == 0:
-		return OutcomeUnfinished, err
-	case done == OutcomeAcked:
-		return done, err // nil, or ErrNotReplicated
-	default:
-		return done, herr
-	}
+	return err
 }
 
 func callHandler(ctx context.Context, m *Message, h Handler) (err error) {

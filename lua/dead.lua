@@ -40,8 +40,7 @@ end
 -- printable bytes, the attempts field) gives its id and caller flag, so that
 -- purging it finds it by id and releases its caller id.
 local function body_env(body)
-  local p1 = string.find(body, '|', 1, true)
-  local p2 = p1 and string.find(body, '|', p1 + 1, true)
+  local p2 = routing_end(body)
   local starts = {0}
   if p2 then
     starts[2] = p2
@@ -58,8 +57,7 @@ local function body_env(body)
 end
 
 local function parse(rec)
-  local p1 = string.find(rec, '|', 1, true)
-  local p2 = p1 and string.find(rec, '|', p1 + 1, true)
+  local p2, p1 = routing_end(rec)
   local p3 = p2 and string.find(rec, '|', p2 + 1, true)
   local p4 = p3 and string.find(rec, '|', p3 + 1, true)
   local rlen = p4 and tonumber(string.sub(rec, p3 + 1, p4 - 1))

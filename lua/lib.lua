@@ -103,14 +103,20 @@ local function env_id(s, off)
   return string.sub(s, off + ENV_ID, off + ENV_ID + n - 1), caller
 end
 
+-- routing_end returns where "lane|score|" ends in s (the second '|', and
+-- the first), without checking either field; nil without two '|'.
+local function routing_end(s)
+  local p1 = string.find(s, '|', 1, true)
+  local p2 = p1 and string.find(s, '|', p1 + 1, true)
+  return p2, p1
+end
+
 -- routed parses "lane|score|rest" (the form of dstore and inflight values and
 -- of dead-letter records) and checks the lane is one of nlanes and the score
 -- fits the layout; nil when malformed.
 local function routed(rec, nlanes, kind)
   if type(rec) ~= 'string' then return nil end
-  local p1 = string.find(rec, '|', 1, true)
-  if not p1 then return nil end
-  local p2 = string.find(rec, '|', p1 + 1, true)
+  local p2, p1 = routing_end(rec)
   if not p2 then return nil end
   local lane = tonumber(string.sub(rec, 1, p1 - 1))
   local score = string.sub(rec, p1 + 1, p2 - 1)
@@ -153,8 +159,7 @@ local function delayed_id(member) return string.sub(member, SEQ_LEN + 1) end
 -- member outlives its record: a member left behind would promote the next
 -- message stored under the same id at the old due time.
 local function unschedule(delayed, rec, id)
-  local p1 = string.find(rec, '|', 1, true)
-  local p2 = p1 and string.find(rec, '|', p1 + 1, true)
+  local p2 = routing_end(rec)
   if p2 and #rec >= p2 + SEQ_LEN then
     local n = redis.call('ZREM', delayed, string.sub(rec, p2 + 1, p2 + SEQ_LEN) .. id)
     if n > 0 then return n end
