@@ -154,13 +154,8 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		for _, c := range []struct {
-			what   string
-			as, bs []float64
-		}{{"work in the lowest lane", lc.RawLowest2, lc.RawLowest64}, {"work in the top lane", lc.RawTop2, lc.RawTop64}} {
-			a, b := median(c.as), median(c.bs)
-			fmt.Printf("take µs server, 2 → 64 lanes, %s: %.1f → %.1f (%.2f×; rounds %s → %s)\n",
-				c.what, a, b, b/a, fmtList(c.as), fmtList(c.bs))
+		for _, c := range lc.cases() {
+			fmt.Printf("take cost, 2 → 64 lanes, %s: %s\n", c.what, c)
 		}
 		return
 	}

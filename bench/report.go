@@ -135,20 +135,13 @@ func budgets(r *report) []budget {
 		}
 	}
 	if lc := r.Scale.laneCompare(); lc != nil {
-		for _, c := range []struct {
-			what   string
-			a, b   float64
-			as, bs []float64
-		}{{"work only in the lowest lane (worst case)", lc.Lowest2, lc.Lowest64, lc.RawLowest2, lc.RawLowest64},
-			{"work in the top lane", lc.Top2, lc.Top64, lc.RawTop2, lc.RawTop64}} {
-			x := c.b / c.a
-			rounds := fmt.Sprintf("median of %d alternating rounds", lc.Rounds)
-			if lc.Rounds == 1 {
-				rounds = "one round (-full runs 5)"
-			}
-			add(fmt.Sprintf("take cost, lanes 2 → 64, %s, %s", c.what, rounds),
-				"≤ 1.1× (issue 11)", fmt.Sprintf("%.1f → %.1f µs server (%.2f×; rounds %s → %s)", c.a, c.b, x,
-					fmtList(c.as), fmtList(c.bs)), verdict(x <= 1.1))
+		rounds := fmt.Sprintf("median of %d alternating rounds", lc.Rounds)
+		if lc.Rounds == 1 {
+			rounds = "one round (-full runs 5)"
+		}
+		for _, c := range lc.cases() {
+			add(fmt.Sprintf("take cost, lanes 2 → 64, %s, %s", c.what, rounds), "≤ 1.1× (issue 11)",
+				c.String(), verdict(c.ratio() <= 1.1))
 		}
 	}
 	return out
@@ -156,7 +149,7 @@ func budgets(r *report) []budget {
 
 // laneCompare is sc's lane comparison, nil when not measured.
 func (sc *scaleResult) laneCompare() *laneCompare {
-	if sc == nil || sc.LaneCompare == nil || sc.LaneCompare.Lowest2 == 0 || sc.LaneCompare.Top2 == 0 {
+	if sc == nil || sc.LaneCompare == nil || len(sc.LaneCompare.Lowest2) == 0 || len(sc.LaneCompare.Top2) == 0 {
 		return nil
 	}
 	return sc.LaneCompare

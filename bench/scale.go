@@ -47,20 +47,38 @@ type scaleResult struct {
 	LaneCompare *laneCompare `json:"lane_compare,omitempty"`
 }
 
-// laneCompare holds the median take cost (server µs) of Levels(2) and
-// Levels(64) queues, with the work in the lowest lane (every empty lane is
-// passed first) and in the top lane, over Rounds alternating rounds.
+// laneCompare holds the take cost (server µs) of Levels(2) and Levels(64)
+// queues, with the work in the lowest lane (every empty lane is passed
+// first) and in the top lane, one figure per round, over Rounds alternating
+// rounds.
 type laneCompare struct {
-	Rounds      int       `json:"rounds"`
-	Lowest2     float64   `json:"lowest_2_us"`
-	Lowest64    float64   `json:"lowest_64_us"`
-	Top2        float64   `json:"top_2_us"`
-	Top64       float64   `json:"top_64_us"`
-	RawLowest2  []float64 `json:"rounds_lowest_2_us"`
-	RawLowest64 []float64 `json:"rounds_lowest_64_us"`
-	RawTop2     []float64 `json:"rounds_top_2_us"`
-	RawTop64    []float64 `json:"rounds_top_64_us"`
+	Rounds   int       `json:"rounds"`
+	Lowest2  []float64 `json:"rounds_lowest_2_us"`
+	Lowest64 []float64 `json:"rounds_lowest_64_us"`
+	Top2     []float64 `json:"rounds_top_2_us"`
+	Top64    []float64 `json:"rounds_top_64_us"`
 }
+
+// laneCase is one side of the comparison: its rounds at 2 and at 64 lanes.
+type laneCase struct {
+	what           string
+	two, sixtyFour []float64
+}
+
+// cases are the two comparisons, worst case first.
+func (lc *laneCompare) cases() []laneCase {
+	return []laneCase{{"work only in the lowest lane (worst case)", lc.Lowest2, lc.Lowest64},
+		{"work in the top lane", lc.Top2, lc.Top64}}
+}
+
+// String is the comparison's line: medians, their ratio and every round.
+func (c laneCase) String() string {
+	a, b := median(c.two), median(c.sixtyFour)
+	return fmt.Sprintf("%.1f → %.1f µs server (%.2f×; rounds %s → %s)", a, b, b/a, fmtList(c.two), fmtList(c.sixtyFour))
+}
+
+// ratio is the median at 64 lanes over the median at 2.
+func (c laneCase) ratio() float64 { return median(c.sixtyFour) / median(c.two) }
 
 // compareLanes measures laneCompare: in each round the four cases run in an
 // order that alternates between rounds, so a drift of the machine's speed
@@ -72,7 +90,7 @@ func compareLanes(ctx context.Context, c radix.Client, rounds, ops int) (*laneCo
 		top   bool
 		into  *[]float64
 	}
-	cases := []kase{{2, false, &r.RawLowest2}, {64, false, &r.RawLowest64}, {2, true, &r.RawTop2}, {64, true, &r.RawTop64}}
+	cases := []kase{{2, false, &r.Lowest2}, {64, false, &r.Lowest64}, {2, true, &r.Top2}, {64, true, &r.Top64}}
 	for i := 0; i < rounds; i++ {
 		order := slices.Clone(cases)
 		if i%2 == 1 {
@@ -90,8 +108,6 @@ func compareLanes(ctx context.Context, c radix.Client, rounds, ops int) (*laneCo
 			*k.into = append(*k.into, pt.TakeSrvUs)
 		}
 	}
-	r.Lowest2, r.Lowest64 = median(r.RawLowest2), median(r.RawLowest64)
-	r.Top2, r.Top64 = median(r.RawTop2), median(r.RawTop64)
 	return r, nil
 }
 
