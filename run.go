@@ -202,8 +202,10 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 		}
 		return OutcomeAcked, nil
 	}
-	var err error // of Run's own ack, retry or dead-lettering
-	if m.finished.Load() == 0 { // else the handler acked, retried or dead-lettered it itself
+	// Unless the handler acked, retried or dead-lettered it itself, Run does;
+	// err is that call's.
+	var err error
+	if m.finished.Load() == 0 {
 		err = c.finishLeased(ctx, base, m, herr)
 	}
 	switch done := Outcome(m.finished.Load()); done {
