@@ -22,6 +22,7 @@ import (
 
 	"github.com/prioq/prioq"
 	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/testq"
 )
 
 var client radix.Client
@@ -30,13 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testkit.RunWithRedis(m, 8, func(_ string, c radix.Client) { client = c }))
 }
 
-func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
-	t.Helper()
-	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
-	return q
-}
+func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue { return testq.Open(t, client, cfg) }
 
 // browser starts headless Chromium (Debian's package); without it the test
 // skips, except under CI=true.

@@ -17,6 +17,7 @@ import (
 	"github.com/prioq/prioq"
 	"github.com/prioq/prioq/internal/redisfind"
 	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/testq"
 )
 
 var client radix.Client
@@ -25,13 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testkit.RunWithRedis(m, 8, func(_ string, c radix.Client) { client = c }))
 }
 
-func open(t *testing.T, cfg prioq.Config) *prioq.Queue {
-	t.Helper()
-	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
-	return q
-}
+func open(t *testing.T, cfg prioq.Config) *prioq.Queue { return testq.Open(t, client, cfg) }
 
 // After known enqueues, a lease, a dead letter and a pause, a scrape reports
 // exactly those numbers, per queue and lane.

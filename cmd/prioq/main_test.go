@@ -22,6 +22,7 @@ import (
 	"github.com/prioq/prioq"
 	"github.com/prioq/prioq/internal/redisfind"
 	"github.com/prioq/prioq/internal/testkit"
+	"github.com/prioq/prioq/internal/testkit/testq"
 )
 
 var (
@@ -66,13 +67,7 @@ func prioqCmd(t *testing.T, stdin string, args ...string) (string, string, int) 
 	return out.String(), errb.String(), code
 }
 
-func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue {
-	t.Helper()
-	q, err := prioq.Open(context.Background(), client, testkit.QueueName(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
-	return q
-}
+func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue { return testq.Open(t, client, cfg) }
 
 func TestEnqueueStatsPeekCancel(t *testing.T) {
 	ctx := context.Background()
