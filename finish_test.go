@@ -29,6 +29,15 @@ func runUntil(t *testing.T, cons *Consumer, done <-chan struct{}, h Handler) {
 	<-ended
 }
 
+// enqueueIDs enqueues one message per id, its payload the id.
+func enqueueIDs(ctx context.Context, t *testing.T, q *Queue, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := q.Enqueue(ctx, []byte(id), ID(id))
+		require.NoError(t, err)
+	}
+}
+
 // errorLog returns an OnError that records what it is given, and a reader
 // of the record.
 func errorLog() (onError func(error), reported func() []string) {
@@ -52,10 +61,7 @@ func errorLog() (onError func(error), reported func() []string) {
 func TestRunHandlerMayFinishItself(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, newClient(t), Config{Backoff: func(int) time.Duration { return time.Millisecond }})
-	for _, id := range []string{"self-acked", "self-retried"} {
-		_, err := q.Enqueue(ctx, []byte(id), ID(id))
-		require.NoError(t, err)
-	}
+	enqueueIDs(ctx, t, q, "self-acked", "self-retried")
 	onError, reported := errorLog()
 	cons := newConsumer(t, q, ConsumerConfig{OnError: onError})
 	var acks sync.WaitGroup
@@ -85,10 +91,7 @@ func TestAfterFinishReportsWhatRunDid(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, newClient(t), Config{MaxAttempts: 2, Backoff: func(int) time.Duration { return time.Millisecond }})
 	ids := []string{"ok", "flaky", "skip", "late", "self-acked"}
-	for _, id := range ids {
-		_, err := q.Enqueue(ctx, []byte(id), ID(id))
-		require.NoError(t, err)
-	}
+	enqueueIDs(ctx, t, q, ids...)
 	// "late" outlives its lease: the sweep gives it back, and the ack of its
 	// first delivery fails.
 	cons := newConsumer(t, q, ConsumerConfig{Lease: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
@@ -156,10 +159,7 @@ func errString(err error) string {
 func TestAfterFinishAtMostOnce(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, newClient(t), Config{Mode: AtMostOnce})
-	for _, id := range []string{"good", "bad"} {
-		_, err := q.Enqueue(ctx, []byte(id), ID(id))
-		require.NoError(t, err)
-	}
+	enqueueIDs(ctx, t, q, "good", "bad")
 	onError, reported := errorLog()
 	cons := newConsumer(t, q, ConsumerConfig{OnError: onError})
 	var mu sync.Mutex

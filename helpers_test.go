@@ -115,6 +115,13 @@ var someLayouts = []struct {
 	{"Range", Range(-1000, 1000, 7)},
 }
 
+// threeLanes are a Levels and a Range layout of three lanes each, for tests
+// that need the same lane count from both (priorities 0..2 fit both).
+var threeLanes = []struct {
+	name   string
+	layout Layout
+}{{"Levels3", Levels(3)}, {"Range", Range(0, 99, 3)}}
+
 // newRand is a seeded generator whose seed is logged, to replay a failure.
 func newRand(t testing.TB) *mrand.Rand {
 	return mrand.New(mrand.NewPCG(testkit.Seed(t), 1))

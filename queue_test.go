@@ -391,10 +391,7 @@ func TestOpenExisting(t *testing.T) {
 func TestStatsCountsEnqueuesAndAcks(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
-	for _, l := range []struct {
-		name   string
-		layout Layout
-	}{{"Levels", Levels(3)}, {"Range", Range(0, 99, 3)}} {
+	for _, l := range threeLanes {
 		t.Run(l.name, func(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			for range 3 {

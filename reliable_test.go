@@ -453,10 +453,7 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 	addr := ownServer(t)
 	c := ownPool(t, addr, 4)
 	ctx := ctxT(t, 20*time.Second)
-	for _, l := range []struct {
-		name   string
-		layout Layout
-	}{{"Levels", Levels(3)}, {"Range", Range(0, 99, 3)}} {
+	for _, l := range threeLanes {
 		t.Run(l.name, func(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			_, err := q.Enqueue(ctx, []byte("only"), Priority(2), ID("only-1"))

@@ -40,12 +40,7 @@ func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
 		{"WaitReplicas 1", Config{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			primaryAddr := ownServer(t)
-			host, port, _ := strings.Cut(primaryAddr, ":")
-			replicaAddr := ownServer(t, "--replicaof", host, port)
-			primary, replica := ownPool(t, primaryAddr, 16), ownPool(t, replicaAddr, 4)
-			require.Eventually(t, func() bool { return infoValue(t, replica, "replication", "master_link_status") == "up" },
-				10*time.Second, 20*time.Millisecond)
+			primary, replica := ownReplicated(t, 16, 4)
 			primaryPid := serverPid(t, primary)
 			ctx := ctxT(t, 60*time.Second)
 			cfg := tc.cfg
@@ -155,12 +150,7 @@ func TestWaitReplicasSurvivesFailoverToALaggingReplica(t *testing.T) {
 // result. (Before, the refused HINCRBY stopped the WAIT and every ack
 // returned ErrNotReplicated.)
 func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
-	primaryAddr := ownServer(t)
-	host, port, _ := strings.Cut(primaryAddr, ":")
-	replicaAddr := ownServer(t, "--replicaof", host, port)
-	primary, replica := ownPool(t, primaryAddr, 8), ownPool(t, replicaAddr, 2)
-	require.Eventually(t, func() bool { return infoValue(t, replica, "replication", "master_link_status") == "up" },
-		10*time.Second, 20*time.Millisecond)
+	primary, replica := ownReplicated(t, 8, 2)
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, primary, Config{Layout: Levels(2), WaitReplicas: 1, WaitTimeout: 2 * time.Second})
 	for i := range 4 {
@@ -193,4 +183,18 @@ func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
 	var left int
 	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", q.k.leases)))
 	assert.Zero(t, left, "the replica has the acks")
+}
+
+// ownReplicated starts a primary and a replica of it (servers of this test
+// only), returns pools of the given sizes on each, and waits until the
+// replica's link is up.
+func ownReplicated(t *testing.T, primarySize, replicaSize int) (primary, replica radix.Client) {
+	t.Helper()
+	primaryAddr := ownServer(t)
+	host, port, _ := strings.Cut(primaryAddr, ":")
+	replicaAddr := ownServer(t, "--replicaof", host, port)
+	primary, replica = ownPool(t, primaryAddr, primarySize), ownPool(t, replicaAddr, replicaSize)
+	require.Eventually(t, func() bool { return infoValue(t, replica, "replication", "master_link_status") == "up" },
+		10*time.Second, 20*time.Millisecond)
+	return primary, replica
 }

@@ -222,10 +222,7 @@ func scriptOps(q *Queue) []scriptOp {
 }
 
 func TestScriptsWithAWrongTypedKeyChangeNothing(t *testing.T) {
-	for _, l := range []struct {
-		name   string
-		layout Layout
-	}{{"Levels3", Levels(3)}, {"Range", Range(0, 99, 3)}} {
+	for _, l := range threeLanes {
 		t.Run(l.name, func(t *testing.T) {
 			probe := newFixture(t, l.layout)
 			for oi := range scriptOps(probe.q) {
