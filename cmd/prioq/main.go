@@ -163,20 +163,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		fmt.Fprintf(stdout, "%s: %sd\n", q.Name(), cmd)
 		return nil
 	default: // purge
-		fs := newFlags("purge")
-		yes := fs.Bool("yes", false, "")
-		if _, err := parse(fs, rest, 0); err != nil {
-			return err
-		}
-		if !*yes && !confirm(stdin, stdout, fmt.Sprintf("delete every waiting message of %q?", q.Name())) {
-			return &exitError{1, "not confirmed: nothing deleted (--yes skips the question)"}
-		}
-		n, err := q.Purge(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "purged %d messages\n", n)
-		return nil
+		return purgeConfirmed(ctx, "purge", rest, stdin, stdout,
+			fmt.Sprintf("delete every waiting message of %q?", q.Name()), "messages", q.Purge)
 	}
 }
 
@@ -345,6 +333,26 @@ func parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 		return nil, bad("%s: want %d argument(s), got %d", fs.Name(), want, len(pos))
 	}
 	return pos, nil
+}
+
+// purgeConfirmed is the purge commands: it asks question unless --yes is in
+// args, then runs purge and says how many of what it deleted.
+func purgeConfirmed(ctx context.Context, name string, args []string, in io.Reader, out io.Writer,
+	question, what string, purge func(context.Context) (int64, error)) error {
+	fs := newFlags(name)
+	yes := fs.Bool("yes", false, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if !*yes && !confirm(in, out, question) {
+		return &exitError{1, "not confirmed: nothing deleted (--yes skips the question)"}
+	}
+	n, err := purge(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "purged %d %s\n", n, what)
+	return nil
 }
 
 func confirm(in io.Reader, out io.Writer, question string) bool {
@@ -564,20 +572,8 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 		fmt.Fprintf(w, "requeued %d\n", n)
 		return nil
 	case "purge":
-		fs := newFlags("dead purge")
-		yes := fs.Bool("yes", false, "")
-		if _, err := parse(fs, args, 0); err != nil {
-			return err
-		}
-		if !*yes && !confirm(stdin, w, fmt.Sprintf("delete every dead letter of %q?", q.Name())) {
-			return &exitError{1, "not confirmed: nothing deleted (--yes skips the question)"}
-		}
-		n, err := q.PurgeDead(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "purged %d dead letters\n", n)
-		return nil
+		return purgeConfirmed(ctx, "dead purge", args, stdin, w,
+			fmt.Sprintf("delete every dead letter of %q?", q.Name()), "dead letters", q.PurgeDead)
 	}
 	return bad("unknown dead command %q", sub)
 }
