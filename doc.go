@@ -47,7 +47,8 @@
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
-//	                            and stored records that did not parse (lane 0, no score)
+//	                            and stored records that did not parse (lane "-", no score:
+//	                            kept whole, never requeued)
 //	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
 //
 // The envelope is a versioned binary record: version, flags, priority,
@@ -94,7 +95,8 @@
 // Headers (a string map, the Headers option) travel with a message through
 // delays, retries, redeliveries and dead letters. ConsumerConfig.Middleware
 // wraps Run's handler and Config.EnqueueMiddleware every enqueue, for
-// tracing and metrics; Config.Logger (log/slog) receives background errors,
+// tracing and metrics; Message.AfterFinish tells middleware what Run did once
+// the handler returned (acked, retried, dead-lettered, unfinished); Config.Logger (log/slog) receives background errors,
 // redeliveries, dead letters and corrupt messages with their attributes.
 //
 // # Conventions

@@ -372,26 +372,18 @@ func (q *Queue) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 		byLane[m.lane] = append(byLane[m.lane], string(m.env))
 	}
 	length := make(map[int]*int64, len(order)) // a lane's length after its RPUSH; 0 until its reply arrives
-	var cmds []radix.Action
+	p := radix.NewPipeline()
 	for _, l := range order {
 		length[l] = new(int64)
-		cmds = append(cmds, radix.Cmd(length[l], "RPUSH", append([]string{q.k.lanes[l]}, byLane[l]...)...))
+		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{q.k.lanes[l]}, byLane[l]...)...))
 	}
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
-	cmds = append(cmds, radix.Cmd(nil, "HINCRBY", q.k.counts, countEnqueued, strconv.Itoa(len(ps))))
+	p.Append(radix.Cmd(nil, "HINCRBY", q.k.counts, countEnqueued, strconv.Itoa(len(ps))))
 	if q.cfg.Mode == AtLeastOnce {
-		cmds = append(cmds, radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
+		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
 	}
-	act := cmds[0]
-	if len(cmds) > 1 {
-		p := radix.NewPipeline()
-		for _, c := range cmds {
-			p.Append(c)
-		}
-		act = p
-	}
-	err, notRepl := q.writeWait(ctx, act)
+	err, notRepl := q.writeWait(ctx, p)
 	out := make([]plainResult, len(ps))
 	for i, m := range ps {
 		if err != nil && !(isReply(err) && *length[m.lane] > 0) {
