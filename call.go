@@ -105,7 +105,9 @@ func (q *Queue) writeWait(ctx context.Context, a radix.Action) (err, notRepl err
 			return aErr
 		}
 		wrote = true
-		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(q.cfg.WaitTimeout.Milliseconds())))
+		// Rounded up: "WAIT n 0" would wait forever (Open refuses a
+		// WaitTimeout under MinDuration anyway).
+		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(leaseMs(q.cfg.WaitTimeout))))
 	}))
 	switch {
 	case errors.Is(err, errAbandoned):

@@ -17,13 +17,18 @@ import (
 // A caller that finds no call in flight makes its call at once, alone and
 // with its own context: a lone caller waits for nothing. Callers that arrive
 // while a call is in flight queue; when it ends, everything queued goes as
-// one call (up to maxItems items and maxBytes bytes, at least one), made
-// with a context of the queue's CallTimeout by a goroutine that lives until
-// the queue is empty. A queued caller whose ctx ends before its call starts
-// leaves the queue, and nothing of it is sent; once sent, it returns ctx.Err()
-// and the call goes on, as any abandoned call (with keepSent it waits for the
-// result instead). Every caller gets only its own result: a combined call
-// never reports one caller's outcome to another.
+// one call (up to maxItems items and maxBytes bytes, at least one), made by a
+// goroutine that lives until the queue is empty. Every caller has a deadline:
+// its ctx's, else timeout (the queue's CallTimeout) from when it called, and
+// returns by it, however many calls were queued ahead of it. A queued caller
+// whose deadline comes before its call starts leaves the queue, and nothing
+// of it is sent; once sent, it returns ctx.Err() and the call goes on, as any
+// abandoned call (with keepSent it waits for the result instead). A merged
+// call runs until the latest deadline of its callers, so that none is cut
+// short by another's (with keepSent, until the earliest: each sent caller
+// waits for the call, and must still return by its deadline). Every caller
+// gets only its own result: a combined call never reports one caller's
+// outcome to another.
 type coalescer[T, R any] struct {
 	run      func(ctx context.Context, items []T) []R // one result per item, in order
 	size     func(T) int                              // bytes an item adds to a call
@@ -38,11 +43,12 @@ type coalescer[T, R any] struct {
 }
 
 type coalesced[T, R any] struct {
-	item T
-	fail func(error) R // its result for an error: do's canceled
-	res  R
-	sent bool
-	done chan struct{}
+	item     T
+	fail     func(error) R // its result for an error: do's canceled
+	deadline time.Time     // the caller's
+	res      R
+	sent     bool
+	done     chan struct{}
 }
 
 // do makes item's call, alone or merged with others, and returns its result.
@@ -51,7 +57,13 @@ type coalesced[T, R any] struct {
 // leased messages must reach their asker), and a lone call runs without ctx's
 // cancellation.
 func (c *coalescer[T, R]) do(ctx context.Context, item T, canceled func(error) R) R {
-	w := &coalesced[T, R]{item: item, fail: canceled, done: make(chan struct{})}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	w := &coalesced[T, R]{item: item, fail: canceled, deadline: deadline, done: make(chan struct{})}
 	c.mu.Lock()
 	if !c.busy {
 		c.busy = true
@@ -123,7 +135,13 @@ func (c *coalescer[T, R]) nextBatch() []*coalesced[T, R] {
 // drain sends batch, then what queued meanwhile, until nothing did.
 func (c *coalescer[T, R]) drain(batch []*coalesced[T, R]) {
 	for ; batch != nil; batch = c.nextBatch() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		deadline := batch[0].deadline
+		for _, w := range batch[1:] {
+			if c.keepSent == w.deadline.Before(deadline) {
+				deadline = w.deadline
+			}
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		c.send(ctx, batch)
 		cancel()
 	}

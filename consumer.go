@@ -12,7 +12,8 @@ import (
 	"github.com/mediocregopher/radix/v4"
 )
 
-// ConsumerConfig configures a Consumer. The zero value of every field selects its default.
+// ConsumerConfig configures a Consumer. The zero value of every field selects
+// its default; a duration above 0 and below MinDuration is refused.
 type ConsumerConfig struct {
 	// Concurrency is how many handlers Run runs at once. Defaults to
 	// DefaultConcurrency.
@@ -48,7 +49,7 @@ type ConsumerConfig struct {
 
 	// SweepInterval is how often this consumer looks for expired leases
 	// (AtLeastOnce). Defaults to DefaultSweepInterval, or Lease/2 when that
-	// is shorter.
+	// is shorter (but at least MinDuration).
 	SweepInterval time.Duration
 
 	// GracePeriod is how long Run waits, after its ctx is done, for handlers in
@@ -75,6 +76,14 @@ type ConsumerConfig struct {
 	OnError func(error)
 }
 
+// validate refuses durations between 0 and MinDuration (0 or less selects
+// a field's default).
+func (c ConsumerConfig) validate() error {
+	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
+		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
+		"RetryInterval": c.RetryInterval})
+}
+
 func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
@@ -92,10 +101,7 @@ func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 		c.PromoteWait = DefaultPromoteWait
 	}
 	if c.SweepInterval <= 0 {
-		c.SweepInterval = DefaultSweepInterval
-		if c.Lease/2 < c.SweepInterval {
-			c.SweepInterval = c.Lease / 2
-		}
+		c.SweepInterval = max(min(DefaultSweepInterval, c.Lease/2), MinDuration)
 	}
 	if c.GracePeriod <= 0 {
 		c.GracePeriod = DefaultGracePeriod
@@ -149,7 +155,11 @@ type Consumer struct {
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
+// Durations between 0 and MinDuration are refused with ErrInvalidOption.
 func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults(q.cfg.Mode)
 	if cfg.Weights != nil {
 		if len(cfg.Weights) != len(q.k.lanes) {
@@ -233,15 +243,17 @@ func jitter(d time.Duration) time.Duration {
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
 // progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
-// ends at once), and gives back messages fetched but never handed out:
-// AtMostOnce ones to the head of their lane, AtLeastOnce ones by ending their
-// lease, without counting the attempt. Messages already handed out are the
-// caller's to Ack.
+// ends at once), and gives back messages fetched but never handed out, in one
+// round trip: AtMostOnce ones to the head of their lane, AtLeastOnce ones by
+// ending their lease, without counting the attempt. Messages already handed
+// out are the caller's to Ack.
 //
 // Close returns when ctx ends at the latest, with an error saying which step
-// did not finish: a fetch still running then gives back what it takes, and
-// what was held, when it ends (within BlockTimeout), and background work
-// still in a Redis call ends at that call's deadline.
+// did not finish. Nothing held is lost for that, whatever ctx it gets (even
+// one already ended): the give-back runs with a deadline of its own
+// (Config.CallTimeout) and goes on after Close returns; a fetch still running
+// gives back what it takes when it ends (within BlockTimeout); background
+// work still in a Redis call ends at that call's deadline.
 func (c *Consumer) Close(ctx context.Context) error {
 	running, first := c.fetcher.close()
 	if !first {
@@ -262,7 +274,26 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	c.stop()
-	err := c.putBack(ctx, c.fetcher.takeHeld())
+	var err error
+	if held := c.fetcher.takeHeld(); len(held) > 0 {
+		// A give-back of its own: Close's ctx may end, or have ended, and an
+		// AtMostOnce message exists nowhere else.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.q.cfg.CallTimeout)
+		gave := make(chan error, 1)
+		go func() {
+			defer cancel()
+			err := c.putBack(gctx, held)
+			if err != nil && ctx.Err() != nil {
+				c.report(err) // Close returned already: this is the only place to say it
+			}
+			gave <- err
+		}()
+		select {
+		case err = <-gave:
+		case <-ctx.Done():
+			err = fail(fmt.Sprintf("giving back %d messages (it goes on)", len(held)))
+		}
+	}
 	stopped := make(chan struct{})
 	go func() { c.bgDone.Wait(); close(stopped) }()
 	select {
@@ -275,24 +306,57 @@ func (c *Consumer) Close(ctx context.Context) error {
 	return err
 }
 
+// releaseIDs frees the caller ids of AtMostOnce messages as they are handed
+// out: from then on the message exists only in this process, and its id may
+// be enqueued again. (Held, not handed out, it keeps the id: Close gives it
+// back.) With ctx already ended, the release goes on with a deadline of its
+// own after the messages are returned. If it fails, the id stays taken until
+// Purge; the error goes to OnError.
+func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
+	if c.q.cfg.Mode != AtMostOnce {
+		return
+	}
+	var ids []string
+	for _, m := range msgs {
+		if m.callerID {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	q := c.q
+	release := func(ctx context.Context) {
+		if err := q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...)); err != nil {
+			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+		}
+	}
+	if ctx.Err() == nil {
+		release(ctx)
+		return
+	}
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.CallTimeout)
+		defer cancel()
+		release(rctx)
+	}()
+}
+
+// putBack gives held messages back in one round trip: AtLeastOnce ones with
+// release.lua (not a write that WAITs for replicas: it acknowledges nothing),
+// AtMostOnce ones to the head of their lanes in one pipeline. An AtMostOnce
+// message held keeps its caller id reserved until it is handed out (see
+// fetcher.receive), so putting it back needs no id.
 func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 	if len(held) == 0 {
 		return nil
 	}
 	q := c.q
 	if q.cfg.Mode == AtLeastOnce {
-		var first error
-		for i := len(held) - 1; i >= 0; i-- { // each goes to the head: last first keeps their order
-			m := held[i]
-			err := q.fail(ctx, m, 0, "", failRelease)
-			if err != nil && first == nil {
-				first = fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
-			}
-			if err != nil && ctx.Err() != nil {
-				break // the rest will fail too; their leases expire instead
-			}
+		if _, err := q.release(ctx, held); err != nil {
+			return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
 		}
-		return first
+		return nil
 	}
 	p := radix.NewPipeline()
 	for i := len(held) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
@@ -301,9 +365,6 @@ func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 			p.Append(radix.Cmd(nil, "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
 		} else {
 			p.Append(radix.Cmd(nil, "LPUSH", q.k.lanes[m.lane], string(m.raw)))
-		}
-		if m.callerID { // released when it was popped; it is alive again
-			p.Append(radix.Cmd(nil, "SADD", q.k.ids, m.ID))
 		}
 	}
 	if err := q.do(ctx, p); err != nil {

@@ -2,9 +2,15 @@ package prioq
 
 import "time"
 
-// The defaults of Config, ConsumerConfig and DialerConfig: a field left at
-// its zero value takes the value named here.
+// The defaults of Config and ConsumerConfig: a field left at its zero value
+// (or below it) takes the value named here. DialerConfig's are in dialer.go.
 const (
+	// MinDuration is the shortest duration a config field, Extend or a
+	// consumer's Lease accepts: anything shorter is refused with
+	// ErrInvalidOption. Shorter leases and intervals would make background
+	// loops spin, and a Redis timeout under a millisecond means "forever".
+	MinDuration = 10 * time.Millisecond
+
 	// DefaultLevels is the number of levels of the default layout, Levels(3).
 	DefaultLevels = 3
 

@@ -101,7 +101,12 @@ func (c DialerConfig) withDefaults() DialerConfig {
 //
 // Every prioq call returns at its deadline whatever the client does; this
 // dialer is what makes the pool heal instead of keeping a dead connection.
+//
+// A duration of cfg above 0 and below MinDuration makes every dial fail with
+// ErrInvalidOption, so the pool's New reports it.
 func Dialer(cfg DialerConfig) radix.Dialer {
+	bad := minDurations(map[string]time.Duration{"ConnectTimeout": cfg.ConnectTimeout, "KeepAlive": cfg.KeepAlive,
+		"UserTimeout": cfg.UserTimeout, "StuckAfter": cfg.StuckAfter})
 	cfg = cfg.withDefaults()
 	base := cfg.Base
 	base.CustomConn = nil
@@ -113,6 +118,9 @@ func Dialer(cfg DialerConfig) radix.Dialer {
 		Control: userTimeoutControl(cfg.UserTimeout),
 	}, tls: cfg.TLS}
 	return radix.Dialer{CustomConn: func(ctx context.Context, network, addr string) (radix.Conn, error) {
+		if bad != nil {
+			return nil, bad
+		}
 		ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 		defer cancel()
 		conn, err := base.Dial(ctx, network, addr)

@@ -67,6 +67,7 @@
 //	Ack, AckBatch                          1 round trip; ZREM + HDEL per message + HINCRBY, pipelined (ack.lua with a caller id)
 //	promotion                              1 round trip per batch of due messages
 //	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
+//	Consumer.Close, giving back what it holds  1 round trip for all of them (release.lua, or a pipeline)
 //
 // Concurrent single calls on one Queue share round trips: an Enqueue of the
 // first row, an Ack, and AtLeastOnce takes (of consumers without Weights,

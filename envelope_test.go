@@ -152,23 +152,27 @@ func TestValidateID(t *testing.T) {
 	assert.Equal(t, 128, maxIDLen)
 }
 
-// Generated ids: 20 lowercase characters of the sorted base32 alphabet,
-// holding the creation millisecond and a counter, sorting by millisecond.
+// Generated ids: '@' and 20 lowercase characters of the sorted base32
+// alphabet, holding the creation millisecond and a counter, sorting by
+// millisecond; a form the ID option refuses, and only it.
 func TestNewID(t *testing.T) {
 	at := time.UnixMilli(1700000000123)
 	decode := func(id string) []byte {
 		t.Helper()
-		b, err := idEncoding.DecodeString(strings.ToUpper(id))
+		b, err := idEncoding.DecodeString(strings.ToUpper(id[1:]))
 		require.NoError(t, err, id)
 		require.Len(t, b, 12)
 		return b
 	}
 	a, b := newID(at), newID(at)
 	for _, id := range []string{a, b} {
-		require.Len(t, id, 20)
+		require.Len(t, id, 21)
+		assert.Equal(t, "@", id[:1])
 		require.NoError(t, validateID(id))
+		assert.ErrorIs(t, validateCallerID(id), ErrInvalidID, "the ID option refuses the generated form")
+		assert.True(t, isGeneratedID(id))
 		assert.Equal(t, strings.ToLower(id), id)
-		assert.Equal(t, "", strings.Trim(id, "0123456789abcdefghijklmnopqrstuv"), id)
+		assert.Equal(t, "", strings.Trim(id[1:], "0123456789abcdefghijklmnopqrstuv"), id)
 	}
 	assert.NotEqual(t, a, b)
 	da, db := decode(a), decode(b)
@@ -178,6 +182,12 @@ func TestNewID(t *testing.T) {
 	assert.Less(t, newID(time.UnixMilli(0)), newID(time.UnixMilli(1)))
 	assert.Less(t, newID(at), newID(at.Add(time.Millisecond)))
 	assert.Less(t, newID(at), newID(time.UnixMilli(1<<47)))
+	// Everything else a caller may give: the earlier 20-character form (rs/xid
+	// makes it too), near misses of the mark's form.
+	for _, id := range []string{a[1:], "@" + a[2:], a + "0", "@" + strings.ToUpper(a[1:]), "@0123456789abcdefghiw", "x" + a[1:], "@"} {
+		assert.NoError(t, validateCallerID(id), id)
+		assert.False(t, isGeneratedID(id), id)
+	}
 }
 
 func TestLowerASCII(t *testing.T) {

@@ -12,7 +12,8 @@ var (
 	ErrInvalidLayout = errors.New("prioq: invalid layout")
 	// ErrInvalidName is returned by Open for an empty, too long or unsafe queue name.
 	ErrInvalidName = errors.New("prioq: invalid queue name")
-	// ErrInvalidID is returned for an empty, too long or non-printable message id.
+	// ErrInvalidID is returned for an empty, too long or non-printable message
+	// id, and by the ID option for an id of the form prioq generates.
 	ErrInvalidID = errors.New("prioq: invalid message id")
 	// ErrEmptyPayload is returned when a message has no payload.
 	ErrEmptyPayload = errors.New("prioq: empty payload")
@@ -34,7 +35,9 @@ var (
 	// that Redis made but that fewer replicas than asked confirmed within
 	// Config.WaitTimeout. The write stays: an enqueue returning it stored its
 	// message, an ack returning it acked. It may be lost if the primary fails
-	// before the replicas catch up.
+	// before the replicas catch up. Do not enqueue such a message again: that
+	// stores a second copy, unless it was given an ID (the retry then reports
+	// ErrDuplicate).
 	ErrNotReplicated = errors.New("prioq: write not confirmed by enough replicas")
 	// ErrDuplicate is returned when a live message already has the given id.
 	ErrDuplicate = errors.New("prioq: duplicate id")

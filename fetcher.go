@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,11 @@ type fetcher struct {
 	err     error         // the last fetch's error, for the next caller
 	waiting int           // callers waiting on the fetch in progress
 	closed  bool
+
+	// broken holds the lane keys found holding the wrong type (AtMostOnce:
+	// a blocking pop fails on them, so it pops from the others). Used only
+	// by the fetch in progress, one at a time.
+	broken map[string]bool
 }
 
 func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
@@ -39,6 +46,7 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 			out := append([]*Message(nil), f.held[:k]...)
 			f.held = f.held[k:]
 			f.mu.Unlock()
+			f.c.releaseIDs(ctx, out)
 			return out, nil
 		}
 		if f.running == nil {
@@ -186,15 +194,61 @@ var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...str
 // fetchPopped is the AtMostOnce fetch: one multi-key blocking pop over the
 // lanes in serving order. Redis serves the first non-empty key, which is what
 // makes the order strict, and hands each element to exactly one waiting client.
+// A lane key of the wrong type fails the pop before it pops anything: the
+// fetch then finds which lanes are broken, reports them, and pops from the
+// others (looking at the broken ones again on every later fetch, so a mended
+// lane is served again).
 func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 	c, q := f.c, f.c.q
-	keys, timeout := f.laneOrder(), c.blockTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
 	defer cancel()
+	if len(f.broken) > 0 {
+		if err := f.findBroken(ctx, q.k.lanes); err != nil {
+			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+		}
+	}
+	key, entries, err := f.pop(ctx, n)
+	if isReply(err) && strings.Contains(err.Error(), "WRONGTYPE") {
+		if ferr := f.findBroken(ctx, q.k.lanes); ferr != nil {
+			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, ferr)
+		}
+		if len(f.broken) > 0 {
+			key, entries, err = f.pop(ctx, n)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+	}
+	lane, ok := q.k.laneIndex[key]
+	if !ok && len(entries) > 0 {
+		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
+	}
+	msgs := make([]*Message, 0, len(entries))
+	for _, b := range entries {
+		e, err := q.decodeLaneEntry(b)
+		if err != nil {
+			// Nowhere to report it but OnError: at-most-once has no dead letters.
+			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
+			continue
+		}
+		m := newMessage(e)
+		m.Attempts = 0
+		m.q, m.raw, m.lane = q, b, lane
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
 
-	var entries [][]byte
-	var key string
-	var err error
+// pop is fetchPopped's blocking pop over the lanes not known to be broken.
+func (f *fetcher) pop(ctx context.Context, n int) (key string, entries [][]byte, err error) {
+	c, q := f.c, f.c.q
+	keys, timeout := f.laneOrder(), c.blockTimeout
+	if len(f.broken) > 0 {
+		keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return f.broken[k] })
+		if len(keys) == 0 {
+			return "", nil, fmt.Errorf("%w: every lane key holds the wrong type", ErrCorrupt)
+		}
+	}
 	switch {
 	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
 		var r [][]byte
@@ -227,39 +281,37 @@ func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 			err = q.do(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+	return key, entries, err
+}
+
+// findBroken asks the type of every lane key in one round trip and records
+// which ones hold the wrong type, reporting each newly broken one.
+func (f *fetcher) findBroken(ctx context.Context, lanes []string) error {
+	c, q := f.c, f.c.q
+	want := "list"
+	if q.isRange() {
+		want = "zset"
 	}
-	lane, ok := q.k.laneIndex[key]
-	if !ok && len(entries) > 0 {
-		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
+	types := make([]string, len(lanes))
+	p := radix.NewPipeline()
+	for i, k := range lanes {
+		p.Append(radix.Cmd(&types[i], "TYPE", k))
 	}
-	msgs := make([]*Message, 0, len(entries))
-	var ids []string
-	for _, b := range entries {
-		e, err := q.decodeLaneEntry(b)
-		if err != nil {
-			// Nowhere to report it but OnError: at-most-once has no dead letters.
-			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
-			continue
-		}
-		m := newMessage(e)
-		m.Attempts = 0
-		m.q, m.raw, m.lane = q, b, lane
-		msgs = append(msgs, m)
-		if e.CallerID {
-			ids = append(ids, e.ID)
-		}
+	if err := q.do(ctx, p); err != nil {
+		return err
 	}
-	if len(ids) > 0 {
-		// The message is gone from Redis: release its caller id. Not atomic
-		// with the pop; if this process dies in between, the id stays taken
-		// until Purge (see the README).
-		if err := q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...)); err != nil {
-			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+	broken := make(map[string]bool)
+	for i, k := range lanes {
+		if types[i] != "none" && types[i] != want {
+			broken[k] = true
+			if !f.broken[k] {
+				c.report(fmt.Errorf("prioq: receive from %q: %w: lane %s is a %s, not a %s: its messages wait until it is mended",
+					q.name, ErrCorrupt, k, types[i], want))
+			}
 		}
 	}
-	return msgs, nil
+	f.broken = broken
+	return nil
 }
 
 // fetchLeased is the AtLeastOnce fetch: take (pop + lease in one script); when

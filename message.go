@@ -41,8 +41,9 @@ type Message struct {
 	lane     int
 	token    string    // lease token (AtLeastOnce)
 	deadline time.Time // lease deadline (AtLeastOnce)
-	// onExtend, set by Run, moves the handler's context deadline with the lease.
-	onExtend func(time.Time)
+	// onExtend, set by Run, moves the handler's context deadline with the
+	// lease; false when Run has already ended that context (see Extend).
+	onExtend func(time.Time) bool
 	// finished is the Outcome of an Ack, Retry or dead-lettering that
 	// happened (0: none yet): Run does not finish a delivery twice.
 	finished atomic.Int32
@@ -166,17 +167,27 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 	return m.q.fail(ctx, m, after, reason, failRetry)
 }
 
-// Extend moves the lease deadline to d from now (the Redis server's now);
-// under Run, the handler's context then ends at the new deadline too.
-// ErrLeaseLost as for Ack. One round trip. Cancelling ctx abandons the call:
-// the lease may or may not have moved, and LeaseDeadline keeps the old
-// deadline.
+// Extend moves the lease deadline to d from now (the Redis server's now), d at
+// least MinDuration; under Run, the handler's context then ends at the new
+// deadline too. ErrLeaseLost as for Ack. One round trip. Cancelling ctx
+// abandons the call: the lease may or may not have moved, and LeaseDeadline
+// keeps the old deadline.
+//
+// Under Run, once the handler's context has ended because the lease ran out
+// (context.Cause is ErrLeaseExpired), Extend fails with ErrLeaseExpired: that
+// context cannot come back to life, so the handler should stop and return.
+// (If the lease ended while Extend was in flight, the lease in Redis may
+// have moved all the same; Run's ack or retry after the handler returns
+// ends it.)
 func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if err := m.leased(); err != nil {
 		return err
 	}
-	if d <= 0 {
-		return fmt.Errorf("%w: Extend(%v)", ErrInvalidOption, d)
+	if d < MinDuration {
+		return fmt.Errorf("%w: Extend(%v): below MinDuration (%v)", ErrInvalidOption, d, MinDuration)
+	}
+	if m.onExtend != nil && !m.onExtend(time.Time{}) {
+		return fmt.Errorf("prioq: extend %q: %w: the handler's context has ended", m.ID, ErrLeaseExpired)
 	}
 	deadline := time.Now().Add(d) // no later than the server's: see take
 	var ok int
@@ -187,34 +198,49 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if ok == 0 {
 		return fmt.Errorf("prioq: extend %q: %w", m.ID, ErrLeaseLost)
 	}
-	m.deadline = deadline
-	if m.onExtend != nil {
-		m.onExtend(deadline)
+	if m.onExtend != nil && !m.onExtend(deadline) {
+		return fmt.Errorf("prioq: extend %q: %w: the lease ran out (and the handler's context ended) while extending", m.ID, ErrLeaseExpired)
 	}
+	m.deadline = deadline
 	return nil
 }
 
 // AckBatch acknowledges many messages of one queue in one round trip and
 // returns one error per message (nil, ErrLeaseLost, ErrNotReplicated, or the
-// Redis error). Cancelling ctx abandons the call: every ack then reports
-// the ctx error, and each may or may not have happened.
+// Redis error). As with Ack, a message acked before (by Ack or AckBatch) is
+// not acked again and gets nil. Cancelling ctx abandons the call: every ack
+// then reports the ctx error, and each may or may not have happened.
 func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
 		return errs
 	}
-	for _, m := range msgs {
+	var todo []*Message
+	var at []int // todo[i] is msgs[at[i]]
+	for i, m := range msgs {
 		if err := m.leased(); err != nil {
 			return fill(errs, err)
 		}
 		if m.q != msgs[0].q {
 			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
 		}
+		if Outcome(m.finished.Load()) != OutcomeAcked {
+			todo, at = append(todo, m), append(at, i)
+		}
 	}
-	if len(msgs) == 1 {
-		return []error{msgs[0].Ack(ctx)}
+	switch len(todo) {
+	case 0:
+	case 1:
+		errs[at[0]] = todo[0].Ack(ctx)
+	default:
+		for i, err := range msgs[0].q.ack(ctx, todo) {
+			if err == nil || errors.Is(err, ErrNotReplicated) {
+				todo[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
+			}
+			errs[at[i]] = err
+		}
 	}
-	return msgs[0].q.ack(ctx, msgs)
+	return errs
 }
 
 func fill(errs []error, err error) []error {

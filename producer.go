@@ -70,10 +70,13 @@ func At(t time.Time) Option {
 // ID gives the message an id of the producer's choosing (1..128 printable ASCII
 // bytes). While a message with that id is alive (waiting, in flight, or dead),
 // enqueueing the id again stores nothing and reports ErrDuplicate, so a
-// producer can retry safely. Without it prioq generates a unique, time-ordered id.
+// producer can retry safely: give the ID on the first attempt. Without it
+// prioq generates a unique, time-ordered id ('@' and 20 characters of 0-9a-v);
+// an id of that form is refused here (ErrInvalidID), so a caller's id can
+// never name a message prioq named.
 func ID(id string) Option {
 	return func(o *sendOptions) {
-		if err := validateID(id); err != nil {
+		if err := validateCallerID(id); err != nil {
 			o.err = err
 		}
 		o.id = id
@@ -185,8 +188,11 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 // Redis; whether it survives a Redis crash depends on Redis persistence and,
 // for a failover, on Config.WaitReplicas (see the README). With WaitReplicas,
 // an error wrapping ErrNotReplicated comes with the id: the message is stored
-// but not confirmed by enough replicas. Cancelling ctx abandons the call: the message may or may not
-// have been stored, so retry with an ID option to stay idempotent.
+// but not confirmed by enough replicas; enqueueing it again would store a
+// second copy, unless it has an ID (then the retry reports ErrDuplicate).
+// Cancelling ctx abandons the call: the message may or may not have been
+// stored; only a message enqueued with an ID option can be retried without
+// risking a second copy.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (string, error) {
 	if len(q.cfg.EnqueueMiddleware) > 0 {
 		res, err := q.enqueueChain(ctx, []EnqueueItem{{Payload: payload, Options: opts}})

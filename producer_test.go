@@ -134,7 +134,7 @@ func TestPrepare(t *testing.T) {
 				assert.Equal(t, tc.id, p.id)
 				assert.True(t, p.caller)
 			} else {
-				assert.Len(t, p.id, 20)
+				assert.True(t, isGeneratedID(p.id), p.id)
 				assert.False(t, p.caller)
 			}
 			e, err := decodeEnvelope(p.env)

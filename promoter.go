@@ -33,7 +33,10 @@ func (p *promoter) run(ctx context.Context) {
 		defer close(waiterDone)
 		p.wait(ctx, wake)
 	}()
-	defer func() { <-waiterDone }()
+	defer func() {
+		<-waiterDone
+		p.rearm()
+	}()
 
 	timer := time.NewTimer(0) // promote once at start: due work may be waiting
 	defer timer.Stop()
@@ -100,6 +103,24 @@ func (p *promoter) run(ctx context.Context) {
 	}
 }
 
+// rearm puts the sched marker back as the promoter stops. A marker it popped
+// and had not acted on (popped in the instant before Close, or lost with the
+// connection its cancelled wait closed), or an earlier due time that only
+// its timer knew, would otherwise be gone, and the other promoters would
+// learn of it only at their PromoteWait. At worst one wakes for nothing.
+// One round trip with a deadline of its own: Close waits for it.
+func (p *promoter) rearm() {
+	q := p.c.q
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pl := radix.NewPipeline()
+	pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
+	pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
+	if err := q.do(ctx, pl); err != nil {
+		p.c.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.name, err))
+	}
+}
+
 // wait blocks on the sched marker and reports wake-ups and timeouts. After a
 // failed wait it asks for the next due time to be read again: a marker may
 // have been lost with the connection.
@@ -114,16 +135,7 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 		marker := err == nil && len(got) > 0
 		if err != nil {
 			if ctx.Err() != nil {
-				// Cancelling closed the connection; a marker popped in that
-				// instant would be lost, so put one back: at worst another
-				// promoter wakes for nothing.
-				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
-				pl := radix.NewPipeline()
-				pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
-				pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
-				_ = q.do(rearm, pl)
-				cancel()
-				return
+				return // run puts a marker back
 			}
 			c.report(fmt.Errorf("prioq: promoter of %q: %w", q.name, err))
 			if !sleepCtx(ctx, c.cfg.RetryInterval) {

@@ -46,14 +46,16 @@ const (
 	// What fail.lua does with a message: retry it, move it to the dead
 	// letters because it has no attempts left or the handler said so, or bury
 	// it there because it cannot be decoded.
-	// Release gives the message back at once, without counting the attempt.
-	failRetry   = "retry"
-	failDead    = "dead"
-	failBury    = "bury"
-	failRelease = "release"
+	failRetry = "retry"
+	failDead  = "dead"
+	failBury  = "bury"
 
 	// replyPaused is take.lua's reply when the queue is paused.
 	replyPaused = "paused"
+
+	// replyBroken, then the keys, ends a take's reply when the take passed
+	// by lane keys of the wrong type.
+	replyBroken = "broken"
 
 	// What dead.lua does: requeue dead letters, or purge them.
 	deadRequeue = "requeue"
@@ -96,8 +98,8 @@ func luaConstants() string {
 	str("FAIL_RETRY", failRetry)
 	str("FAIL_DEAD", failDead)
 	str("FAIL_BURY", failBury)
-	str("FAIL_RELEASE", failRelease)
 	str("REPLY_PAUSED", replyPaused)
+	str("REPLY_BROKEN", replyBroken)
 	str("DEAD_REQUEUE", deadRequeue)
 	str("DEAD_PURGE", deadPurge)
 	str("COUNT_ENQUEUED", countEnqueued)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -53,7 +55,8 @@ func (m Mode) String() string {
 // keys or envelopes changes incompatibly.
 const storageFormat = "2"
 
-// Config configures a queue. The zero value of every field selects its default.
+// Config configures a queue. The zero value of every field selects its
+// default; a duration above 0 and below MinDuration is refused.
 type Config struct {
 	// Layout is Levels(n) or Range(lo, hi, segments). Defaults to
 	// Levels(DefaultLevels). Fixed at creation: opening an existing queue
@@ -84,7 +87,8 @@ type Config struct {
 	EnqueueMiddleware []EnqueueMiddleware
 
 	// CallTimeout is the deadline of a Redis call whose context has none,
-	// background calls included. Defaults to DefaultCallTimeout.
+	// background calls included; at least MinDuration. Defaults to
+	// DefaultCallTimeout.
 	CallTimeout time.Duration
 
 	// WaitReplicas, when above 0, makes every write that acknowledges
@@ -94,7 +98,9 @@ type Config struct {
 	// still made, and returns ErrNotReplicated. Defaults to 0: no waiting.
 	WaitReplicas int
 
-	// WaitTimeout bounds each WAIT. Defaults to DefaultWaitTimeout.
+	// WaitTimeout bounds each WAIT: at least MinDuration and, with
+	// WaitReplicas, below CallTimeout (a write whose WAIT outlived its call
+	// could not report ErrNotReplicated). Defaults to DefaultWaitTimeout.
 	WaitTimeout time.Duration
 
 	// AllowEviction lets Open accept a server whose maxmemory-policy is
@@ -112,6 +118,34 @@ type Config struct {
 // script alone, so a batch is a pause for every other client (about 10 ms for
 // a take of MaxBatch on the reference machine).
 const MaxBatch = 10000
+
+// validate refuses what withDefaults cannot make sense of: durations between
+// 0 and MinDuration, a WaitTimeout the call would not outlive.
+func (c Config) validate() error {
+	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout}); err != nil {
+		return err
+	}
+	if c.WaitReplicas > 0 && c.WaitTimeout >= c.CallTimeout {
+		return fmt.Errorf("%w: WaitTimeout %v is not below CallTimeout %v", ErrInvalidOption, c.WaitTimeout, c.CallTimeout)
+	}
+	return nil
+}
+
+// minDurations refuses a duration above 0 and below MinDuration, naming its
+// field (0 or less selects the field's default).
+func minDurations(fields map[string]time.Duration) error {
+	var bad []string
+	for name, d := range fields {
+		if d > 0 && d < MinDuration {
+			bad = append(bad, fmt.Sprintf("%s %v", name, d))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
+}
 
 func (c Config) withDefaults() Config {
 	c.Layout = c.Layout.withDefaults()
@@ -159,11 +193,14 @@ type Queue struct {
 	idAcks *coalescer[*Message, error] // of messages with caller ids (ack.lua)
 
 	takes *takeMergers
+
+	brokenLogged *atomic.Int64 // unix ns of the last log of broken lanes (reliable.go)
 }
 
 // newQueue is a handle on name with cfg (defaults applied), making no call.
 func newQueue(c Client, name string, cfg Config) *Queue {
-	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now}
+	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now,
+		brokenLogged: new(atomic.Int64)}
 	q.plain = &coalescer[prepared, plainResult]{run: q.sendPlainMany, size: func(p prepared) int { return len(p.env) },
 		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
 	newAcks := func() *coalescer[*Message, error] {
@@ -219,6 +256,9 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 		return nil, fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, cfg.PromoteBatch, MaxBatch)
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Layout.validate(); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +28,11 @@ func leaseMs(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// leasePrefix is unique per take call; the script numbers the messages after it.
-// Tokens are never reused, so an ack from an old delivery cannot match a new one.
-func leasePrefix() string {
+// leaseSuffix is random per take call: take.lua puts the take's server time
+// and each message's place in the take in front of it. With it tokens are
+// never reused, even across a step back of the server's clock, so an ack from
+// an old delivery cannot match a new one.
+func leaseSuffix() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -45,13 +48,17 @@ func leasePrefix() string {
 func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
 	keys := append([]string{q.k.paused, q.k.leases, q.k.inflight, q.k.wake}, lanes...)
 	start := time.Now()
-	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), q.kind(), leasePrefix()}
+	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), q.kind(), leaseSuffix()}
 	var raw [][]byte
 	if err := q.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w", q.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == replyPaused {
 		return nil, true, nil
+	}
+	if n := len(raw); n >= 2 && string(raw[n-2]) == replyBroken {
+		q.logBrokenLanes(ctx, string(raw[n-1]))
+		raw = raw[:n-2]
 	}
 	if len(raw)%2 != 0 {
 		return nil, false, fmt.Errorf("prioq: take from %q: %w: %d reply items", q.name, ErrScript, len(raw))
@@ -72,6 +79,22 @@ func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Dura
 		msgs = append(msgs, m)
 	}
 	return msgs, false, nil
+}
+
+// brokenLogEvery is how often at most a queue logs the lane keys of the wrong
+// type its takes pass by (each take while they are broken would say it).
+const brokenLogEvery = time.Minute
+
+// logBrokenLanes says, at most once per brokenLogEvery, that takes pass by
+// lane keys of the wrong type: their messages wait until the keys are mended.
+func (q *Queue) logBrokenLanes(ctx context.Context, keys string) {
+	now := time.Now().UnixNano()
+	last := q.brokenLogged.Load()
+	if now-last < int64(brokenLogEvery) || !q.brokenLogged.CompareAndSwap(last, now) {
+		return
+	}
+	q.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type: takes pass them by until they are mended",
+		slog.String("queue", q.name), slog.String("keys", keys))
 }
 
 // takeMerged is take over the queue's fixed lane order, merged with the
@@ -136,14 +159,14 @@ func (q *Queue) bury(ctx context.Context, token string, why error) {
 	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
 }
 
-// fail ends m's delivery with fail.lua's op (failRetry, failDead or
-// failRelease) and, when it happened, records how on m.
+// fail ends m's delivery with fail.lua's op (failRetry or failDead) and,
+// when it happened, records how on m.
 func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason, op string) error {
 	code, err := q.finishToken(ctx, m.token, after, reason, op)
 	switch {
 	case code == failCodeDead:
 		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
-	case code == failCodeRequeued && op != failRelease:
+	case code == failCodeRequeued:
 		m.finished.CompareAndSwap(0, int32(OutcomeRetried))
 	}
 	if err != nil {
@@ -178,6 +201,23 @@ func (q *Queue) finishToken(ctx context.Context, token string, after time.Durati
 		return code, ErrLeaseLost
 	}
 	return code, err
+}
+
+// release gives leased messages back to the head of their lanes, in their
+// order, without counting the delivery, in one round trip (release.lua), and
+// returns how many came back (a message whose lease is gone is not this
+// consumer's any more).
+func (q *Queue) release(ctx context.Context, msgs []*Message) (int, error) {
+	args := make([]string, 0, 1+len(msgs))
+	args = append(args, q.kind())
+	for _, m := range msgs {
+		args = append(args, m.token)
+	}
+	var n int
+	if err := q.do(ctx, releaseScript.Cmd(&n, q.k.releaseKeys, args...)); err != nil {
+		return 0, fmt.Errorf("prioq: release %d messages of %q: %w", len(msgs), q.name, err)
+	}
+	return n, nil
 }
 
 // sweep redelivers messages whose lease has expired (or dead-letters them past
@@ -249,14 +289,20 @@ type DeadLetter struct {
 	Raw []byte
 }
 
-// DeadLetters describes up to n dead-letter records from offset start,
-// oldest first. One round trip. Cancelling ctx abandons the read.
+// DeadLetters describes up to n dead-letter records (at most MaxBatch,
+// however large n is) from offset start, oldest first. One round trip.
+// Cancelling ctx abandons the read.
 func (q *Queue) DeadLetters(ctx context.Context, start, n int) ([]DeadLetter, error) {
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: DeadLetters(%d, %d)", ErrInvalidOption, start, n)
 	}
+	n = min(n, MaxBatch)
+	end := start + n - 1
+	if end < start { // start is near math.MaxInt: no list is that long
+		end = math.MaxInt
+	}
 	var recs [][]byte
-	if err := q.do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, strconv.Itoa(start), strconv.Itoa(start+n-1))); err != nil {
+	if err := q.do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, strconv.Itoa(start), strconv.Itoa(end))); err != nil {
 		return nil, fmt.Errorf("prioq: dead letters of %q: %w", q.name, err)
 	}
 	out := make([]DeadLetter, 0, len(recs))

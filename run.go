@@ -165,13 +165,29 @@ func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Me
 func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 	ctx := base
 	if !m.deadline.IsZero() {
-		// A timer rather than context.WithDeadline, so that Extend can move it.
+		// A timer rather than context.WithDeadline, so that Extend can move
+		// it. Once it fired, the context is over: Extend then fails rather
+		// than tell the handler the lease goes on (mu orders the two).
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(base)
 		defer cancel(nil)
-		timer := time.AfterFunc(time.Until(m.deadline), func() { cancel(ErrLeaseExpired) })
+		var mu sync.Mutex
+		ended := false
+		timer := time.AfterFunc(time.Until(m.deadline), func() {
+			mu.Lock()
+			defer mu.Unlock()
+			ended = true
+			cancel(ErrLeaseExpired)
+		})
 		defer timer.Stop()
-		m.onExtend = func(d time.Time) { timer.Reset(time.Until(d)) }
+		m.onExtend = func(d time.Time) bool { // zero d: only ask
+			mu.Lock()
+			defer mu.Unlock()
+			if !ended && !d.IsZero() {
+				timer.Reset(time.Until(d))
+			}
+			return !ended
+		}
 	}
 	herr := callHandler(ctx, m, h)
 	outcome, err := c.finish(ctx, base, m, herr)

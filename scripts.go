@@ -122,6 +122,10 @@ var (
 	failSrc    string
 	failScript = newScript(failSrc)
 
+	//go:embed lua/release.lua
+	releaseSrc    string
+	releaseScript = newScript(releaseSrc)
+
 	//go:embed lua/extend.lua
 	extendSrc    string
 	extendScript = newScript(extendSrc)

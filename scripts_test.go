@@ -180,7 +180,8 @@ func scriptOps(q *Queue) []scriptOp {
 			return f.q.failToken(ctx, f.live.token, 0, "corrupt", "bury")
 		}},
 		{name: "release", run: func(ctx context.Context, f *fixture) error {
-			return f.q.failToken(ctx, f.live.token, 0, "", "release")
+			_, err := f.q.release(ctx, []*Message{f.live})
+			return err
 		}},
 		{name: "extend", run: func(ctx context.Context, f *fixture) error { return f.live.Extend(ctx, time.Hour) }},
 		{name: "sweep", run: func(ctx context.Context, f *fixture) error {

@@ -41,20 +41,26 @@ func TestBadInputAtTheBoundary(t *testing.T) {
 		_, err = q.Enqueue(ctx, []byte("x"), prioq.Priority(2))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "WRONGTYPE")
-		// The other lanes still work; taking fails loudly rather than silently
-		// skipping the broken lane.
+		// The other lanes still work: takes pass the broken lane by (and
+		// the queue's logger says so), Stats fails loudly until it is mended.
 		id, err := q.Enqueue(ctx, []byte("y"), prioq.Priority(0))
 		require.NoError(t, err)
 		cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
 		require.NoError(t, err)
 		defer cons.Close(ctx)
-		_, err = cons.Receive(ctx)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "WRONGTYPE")
-		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", "prioq:{"+name+"}:lane:2")))
 		m, err := cons.Receive(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, id, m.ID)
+		require.NoError(t, m.Ack(ctx))
+		_, err = q.Stats(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "WRONGTYPE")
+		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", "prioq:{"+name+"}:lane:2")))
+		top, err := q.Enqueue(ctx, []byte("z"), prioq.Priority(2))
+		require.NoError(t, err, "the mended lane takes messages again")
+		m, err = cons.Receive(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, top, m.ID)
 		require.NoError(t, m.Ack(ctx))
 	})
 

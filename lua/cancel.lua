@@ -26,10 +26,12 @@ if rec then
 end
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
+-- A lane key of the wrong type is skipped: the others can still be searched.
+local usable = lane_checker(4, kind)
 for k = 4, #KEYS do
   local key = KEYS[k]
   local start = 0
-  while true do
+  while usable(k - 4) do
     local items = lane_range(key, kind, start, start + CHUNK - 1)
     for _, e in ipairs(items) do
       if env_id(e, off) == id then

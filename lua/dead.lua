@@ -10,19 +10,22 @@
 -- ARGV[3]   1 = lanes are lists, 2 = sorted sets
 -- ARGV[4]   1 = arm the consumer wake-up
 -- Returns: how many records were handled (for one id: 1, 0 when no record
--- has it, -1 when only records that cannot be requeued have it). A requeued
+-- has it, -1 when only records that do not say their lane have it, -2 when
+-- only records whose lane key holds the wrong type have it). A requeued
 -- message keeps its id, starts again at 0 attempts and goes to the tail of
 -- its lane. A purged one releases its caller id. A record that does not parse,
 -- or does not say which lane it came from, cannot be requeued and stays;
--- purging it (by id, or every record) deletes it.
--- Every key is checked first; in each step the record leaves the dead list
--- (freeing memory) before anything is written elsewhere. O(dead list).
+-- purging it (by id, or every record) deletes it. A record whose lane key
+-- holds the wrong type stays too, until the key is mended.
+-- Every key is checked first (lane keys: each one a record needs, by TYPE, a
+-- read); in each step the record leaves the dead list (freeing memory) before
+-- anything is written elsewhere. O(dead list).
 local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == YES
 local nlanes = #KEYS - 4
+local usable = lane_checker(5, kind)
 need(KEYS[1], 'list')
 need(KEYS[2], 'set')
 if op == DEAD_REQUEUE then
-  for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
   if kind == KIND_RANGE then need_seq(KEYS[3], redis.call('LLEN', KEYS[1])) end
   if arm then need(KEYS[4], 'zset') end
 end
@@ -97,8 +100,10 @@ if want ~= '' then
     for _, rec in ipairs(recs) do
       local lane, _, id = parse(rec)
       if id == want then
-        if not lane and op == DEAD_REQUEUE then
+        if op == DEAD_REQUEUE and not lane then
           n = -1 -- found, but it cannot be requeued: keep looking for one that can
+        elseif op == DEAD_REQUEUE and not usable(lane) then
+          n = -2 -- found, but its lane is broken: likewise
         else
           redis.call('LREM', KEYS[1], 1, rec)
           handle(rec)
@@ -118,7 +123,8 @@ else
     if #recs == 0 then break end
     redis.call('LTRIM', KEYS[1], #recs, -1)
     for _, rec in ipairs(recs) do
-      if op == DEAD_REQUEUE and not parse(rec) then
+      local lane = op == DEAD_REQUEUE and parse(rec)
+      if op == DEAD_REQUEUE and not (lane and usable(lane)) then
         kept[#kept + 1] = rec
       else
         handle(rec)

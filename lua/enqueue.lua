@@ -54,7 +54,10 @@ for i = 0, n - 1 do
     end
   end
 end
-if callers then need(KEYS[1], 'set') end
+if callers then
+  need(KEYS[1], 'set')
+  need(KEYS[4], 'hash')
+end
 if delayed then need_delayed(KEYS[3], KEYS[4], KEYS[5]) end
 if seqs > 0 then need_seq(KEYS[2], seqs) end
 if arm and ready then need(KEYS[6], 'zset') end
@@ -70,7 +73,10 @@ for i = 0, n - 1 do
   local id, caller, due = ARGV[base], ARGV[base + 1] == YES, dues[i]
   local lane, ki, score, env = ARGV[base + 3], tonumber(ARGV[base + 4]), ARGV[base + 5], ARGV[base + 6]
   if due or kind == KIND_RANGE then seq = seq + 1 end
-  if caller and redis.call('SADD', KEYS[1], id) == 0 then
+  -- A caller id is taken while the ids set has it, and also while a delayed
+  -- record is stored under it: the store is keyed by id, and a message of an
+  -- earlier version may hold it with a generated id of the same form.
+  if caller and (redis.call('HEXISTS', KEYS[4], id) == 1 or redis.call('SADD', KEYS[1], id) == 0) then
     out[#out + 1] = 0
   else
     out[#out + 1] = 1

@@ -1,5 +1,5 @@
--- fail.lua: end one delivery that did not succeed: retry later, dead-letter it,
--- or release it untouched.
+-- fail.lua: end one delivery that did not succeed: retry it later or
+-- dead-letter it.
 --
 -- KEYS[1]   prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
 -- KEYS[2]   prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
@@ -15,13 +15,13 @@
 -- ARGV[3]   reason (the last error)
 -- ARGV[4]   max attempts
 -- ARGV[5]   1 = lanes are lists, 2 = sorted sets
--- ARGV[6]   'retry', 'dead' (no more attempts), 'bury' (dead, keeping the
---           envelope byte for byte: it did not decode) or 'release' (never
---           handled: back to the head of its lane, this delivery not counted)
+-- ARGV[6]   'retry', 'dead' (no more attempts) or 'bury' (dead, keeping the
+--           envelope byte for byte: it did not decode)
 -- Returns: 0 lease lost (nothing changed), 1 requeued or delayed, 2 dead.
 -- The lease and its record are read and every key to write is checked before
 -- the first write, which removes the lease (freeing memory: a retry runs at
--- maxmemory).
+-- maxmemory). A record that does not parse, or whose lane key holds the wrong
+-- type, goes to the dead letters.
 local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local now, nowc = now_ms()
 local nlanes = #KEYS - 8
@@ -59,19 +59,6 @@ if a then a = a + 1 end
 local env = string.sub(member, off + 1)
 if #env == 0 then env = member end -- too short to hold a sequence: keep it whole
 
--- requeue ends the delivery and puts value back into its lane at once
--- (listcmd: LPUSH at the head, RPUSH at the tail; a segment member sorts by
--- its score and sequence), waking a consumer.
-local function requeue(listcmd, value)
-  need(key, lane_type(kind))
-  need(KEYS[6], 'zset')
-  finish()
-  if kind == KIND_LEVELS then redis.call(listcmd, key, value) else redis.call('ZADD', key, score, member) end
-  redis.call('ZADD', KEYS[6], 0, WAKE)
-  return 1
-end
-
-if op == FAIL_RELEASE then return requeue('LPUSH', member) end
 local id = env_id(env, 0)
 if op ~= FAIL_BURY and a and id then
   env = with_attempts(env, 0, a)
@@ -80,8 +67,25 @@ end
 if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
   return bury(dead_record(lane, score, now, reason, env))
 end
-if delay <= 0 then return requeue('RPUSH', env) end
+local usable, why = lane_checker(9, kind)(lane)
+if not usable then return bury(dead_record(lane, score, now, why, env)) end
+
+-- requeue ends the delivery and puts the message at the tail of its lane
+-- (a segment member sorts by its score and sequence), waking a consumer.
+local function requeue()
+  need(KEYS[6], 'zset')
+  finish()
+  if kind == KIND_LEVELS then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
+  redis.call('ZADD', KEYS[6], 0, WAKE)
+  return 1
+end
+
+if delay <= 0 then return requeue() end
 need_delayed(KEYS[3], KEYS[4], KEYS[7])
+-- The store is keyed by id: a record there under this id belongs to another
+-- live message (one enqueued by an earlier version could share the id), and
+-- scheduling would overwrite it. Retry at once instead.
+if redis.call('HEXISTS', KEYS[4], id) == 1 then return requeue() end
 need_seq(KEYS[8], 1)
 finish()
 schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env)

@@ -112,8 +112,10 @@ local function routing_end(s)
 end
 
 -- routed parses "lane|score|rest" (the form of dstore and inflight values and
--- of dead-letter records) and checks the lane is one of nlanes and the score
--- fits the layout; nil when malformed.
+-- of dead-letter records) and checks the lane is one of nlanes and, for a
+-- range, that the score is an integer ZADD takes (digits alone are not
+-- enough: 400 of them overflow a double, and ZADD would fail after the
+-- script's first write); nil when malformed.
 local function routed(rec, nlanes, kind)
   if type(rec) ~= 'string' then return nil end
   local p2, p1 = routing_end(rec)
@@ -121,7 +123,10 @@ local function routed(rec, nlanes, kind)
   local lane = tonumber(string.sub(rec, 1, p1 - 1))
   local score = string.sub(rec, p1 + 1, p2 - 1)
   if not lane or lane ~= math.floor(lane) or lane < 0 or lane >= nlanes then return nil end
-  if kind == KIND_RANGE and not string.match(score, '^-?%d+$') then return nil end
+  if kind == KIND_RANGE then
+    local n = string.match(score, '^-?%d+$') and tonumber(score)
+    if not n or n > MAX_SEQ or n < -MAX_SEQ then return nil end
+  end
   return lane, score, string.sub(rec, p2 + 1)
 end
 
@@ -143,7 +148,7 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), math.ceil(us / 1000)
+  return math.floor(us / 1000), math.ceil(us / 1000), us
 end
 
 -- delayed_member is the delayed set's member for a message: its sequence
@@ -211,19 +216,37 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
   return earliest
 end
 
--- by_lane collects {score, value} pairs per lane in the order they come,
--- checking each lane's type (KEYS[base + lane]) the first time it is seen,
--- before any write. It returns add(lane, score, value) and flush(listcmd,
--- seq), which writes them, lane by lane in the order first seen, one command
--- per lane (per CHUNK): the values with listcmd (RPUSH at the tail, LPUSH at
--- the head) into lists; the pairs as they are into sorted sets, or, given
--- seq, with fresh sequence numbers seq+1, seq+2, ... in front of the values.
+-- lane_checker returns usable(lane): whether KEYS[base + lane] can take
+-- the layout's lane writes (it is missing or of the lane type), asked once
+-- per lane, and the reason to bury a message when it cannot: a lane key
+-- of the wrong type (a hand edit, a bug) must not stop the other lanes.
+local function lane_checker(base, kind)
+  local want, seen = lane_type(kind), {}
+  return function(lane)
+    local why = seen[lane]
+    if why == nil then
+      local key = KEYS[base + lane]
+      local got = redis.call('TYPE', key).ok
+      why = false
+      if got ~= 'none' and got ~= want then why = 'lane ' .. key .. ' is a ' .. got .. ', not a ' .. want end
+      seen[lane] = why
+    end
+    return not why, why or nil
+  end
+end
+
+-- by_lane collects {score, value} pairs per lane in the order they come, for
+-- lanes usable() accepted (callers ask it first). It returns add(lane, score,
+-- value) and flush(listcmd, seq), which writes them, lane by lane in the
+-- order first seen, one command per lane (per CHUNK): the values with
+-- listcmd (RPUSH at the tail, LPUSH at the head) into lists; the pairs as
+-- they are into sorted sets, or, given seq, with fresh sequence numbers
+-- seq+1, seq+2, ... in front of the values.
 local function by_lane(base, kind)
   local order, lists = {}, {}
   local function add(lane, score, value)
     local l = lists[lane]
     if not l then
-      need(KEYS[base + lane], lane_type(kind))
       l = {}
       lists[lane] = l
       order[#order + 1] = lane
@@ -251,6 +274,16 @@ local function by_lane(base, kind)
     end
   end
   return add, flush
+end
+
+-- taken_before reports whether the lease token a was taken before b: a
+-- token starts with the take's server time (13 hex digits of microseconds)
+-- and the message's place in the take (4 hex digits); see take.lua. (Tokens
+-- of earlier versions, random there, sort anyhow.)
+local function taken_before(a, b)
+  local ta, tb = tonumber(string.sub(a, 1, 13), 16) or 0, tonumber(string.sub(b, 1, 13), 16) or 0
+  if ta ~= tb then return ta < tb end
+  return (tonumber(string.sub(a, 14, 17), 16) or 0) < (tonumber(string.sub(b, 14, 17), 16) or 0)
 end
 
 -- The script itself follows.

@@ -6,9 +6,13 @@
 -- Returns: the lane entries, in the order consumers would get them.
 local n, kind = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
-for _, key in ipairs(KEYS) do
+-- A lane key of the wrong type is skipped, as takes skip it.
+local usable = lane_checker(1, kind)
+for i, key in ipairs(KEYS) do
   local want = n - #out
   if want <= 0 then break end
-  for _, e in ipairs(lane_range(key, kind, 0, want - 1)) do out[#out + 1] = e end
+  if usable(i - 1) then
+    for _, e in ipairs(lane_range(key, kind, 0, want - 1)) do out[#out + 1] = e end
+  end
 end
 return out

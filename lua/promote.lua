@@ -30,12 +30,20 @@ if #members > 0 then
   for i, m in ipairs(members) do ids[i] = delayed_id(m) end
   local vals = hmget(KEYS[2], ids)
   local add, flush = by_lane(6, kind)
+  local usable = lane_checker(6, kind)
   local bad = {}
   for i = 1, #ids do
     local lane, score, rest = routed(vals[i], nlanes, kind)
     if lane and #rest > SEQ_LEN then
-      add(lane, score, string.sub(rest, SEQ_LEN + 1))
-      moved = moved + 1
+      local ok, why = usable(lane)
+      if ok then
+        add(lane, score, string.sub(rest, SEQ_LEN + 1))
+        moved = moved + 1
+      else
+        -- Its lane key holds the wrong type: the message waits in the dead
+        -- letters (requeued once the key is mended), the others go on.
+        bad[#bad + 1] = dead_record(lane, score, now, why, string.sub(rest, SEQ_LEN + 1))
+      end
     elseif vals[i] then
       -- A record that does not parse is kept, byte for byte, in the dead
       -- letters; an id without a record is only removed.

@@ -12,22 +12,31 @@
 -- Returns: {redelivered, dead, more} where more = 1 when the limit was hit.
 -- An expired message goes back to the head of its lane (a list: LPUSH; a
 -- segment: its old member, whose sequence number sorts before newer ones), so
--- it is served before newer messages of its priority. The first writes remove
--- the expired leases, which frees memory, so the sweep runs at maxmemory.
+-- it is served before newer messages of its priority, and expired messages of
+-- one lane keep the order they were taken in (their age), whatever order
+-- their leases ended in (an Extend moves a deadline). A message whose lane key
+-- holds the wrong type goes to the dead letters, keeping its lane, so that the
+-- others go on. The first writes remove the expired leases, which frees
+-- memory, so the sweep runs at maxmemory.
 local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local nlanes = #KEYS - 5
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
--- Latest-expired first: each message goes back to the head of its lane, so
--- the earliest-expired, pushed last (by this call or by the last call of a
--- sweep that needs several), ends up first, ahead of everything newer.
+-- Latest-expired first: when more have expired than one call handles, the
+-- earlier-expired (mostly older) come in a later call, pushed ahead of these.
 local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, limit)
 local add, flush = by_lane(6, kind)
+local usable = lane_checker(6, kind)
 local back, deads = 0, {}
 if #tokens > 0 then
   local recs = hmget(KEYS[2], tokens)
-  for i = 1, #tokens do
+  -- Newest-taken first: LPUSH puts the last value first, so the oldest
+  -- ends up at the head.
+  local order = {}
+  for i = 1, #tokens do order[i] = i end
+  table.sort(order, function(a, b) return taken_before(tokens[b], tokens[a]) end)
+  for _, i in ipairs(order) do
     local rec = recs[i]
     if rec then
       local lane, score, member = routed(rec, nlanes, kind)
@@ -41,8 +50,9 @@ if #tokens > 0 then
           a = a + 1
           member = with_attempts(member, off, a)
         end
-        if (a or 0) >= maxa then
-          local why = 'lease expired'
+        local _, why = usable(lane)
+        if (a or 0) >= maxa then why = 'lease expired' end
+        if why then
           deads[#deads + 1] = dead_record(lane, score, now, why, string.sub(member, off + 1))
         else
           add(lane, score, member)
@@ -63,8 +73,8 @@ if #tokens > 0 then
   chunked('ZREM', KEYS[1], tokens)
   chunked('HDEL', KEYS[2], tokens)
 end
--- Back at the head: LPUSH puts its last value first, the earliest-expired,
--- collected last. Segment members keep their scores and sequence numbers.
+-- Back at the head: LPUSH puts its last value first, the oldest, collected
+-- last. Segment members keep their scores and sequence numbers.
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 if rearm and redis.call('EXISTS', KEYS[4]) == 0 then

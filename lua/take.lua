@@ -8,39 +8,63 @@
 -- ARGV[1]   lease (ms): the deadline is the server's now plus this
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)
 -- ARGV[3]   KIND_LEVELS or KIND_RANGE
--- ARGV[4]   lease token prefix, unique per call (tokens are prefix:00001, prefix:00002, ...)
+-- ARGV[4]   lease token suffix, random per call
 -- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused, else
 --          {token1, member1, token2, member2, ...}, each member as it was in
 --          its lane: its attempts field counts the deliveries before this
---          one (the sweep and fail.lua count a delivery when it ends).
+--          one (the sweep and fail.lua count a delivery when it ends). When
+--          it passed by lane keys of the wrong type, the reply ends with the
+--          pair REPLY_BROKEN, "key key ..." (Go logs it).
 --
 -- Atomic: the pop and the lease happen together, so a consumer that dies or a
 -- reply lost on the way leaves a lease that expires and redelivers; nothing is
 -- ever popped without being leased.
 --
+-- A token is the take's time on the server's clock (13 hex digits of
+-- microseconds: one script runs at a time, and each takes longer than one),
+-- the message's place in the take (4 hex digits) and the random suffix.
+-- Tokens sort in the order their messages were taken, which the sweep uses to
+-- put expired messages back in their age order (only a backward step of the
+-- server's clock can mix the order of messages taken around it), and are
+-- never reused, so a stale ack cannot match a new delivery.
+--
 -- Cost: the hot path of the default mode, so it makes as few calls as it
 -- can: the pop, one EXISTS (two when the pop took a lane's last message),
--- TIME, one ZADD, one HSET, and the wake-up only when more work waits (a
--- take of several that empties a lane pops and asks again); members are
--- passed through untouched. It does not check key types
--- first: the pop is the first write (it frees memory, so a take runs at
--- maxmemory), and if a later write fails (a key of the wrong type) the script
--- undoes what it wrote and puts the popped messages back where they were
--- before it raises the error, so it still changes nothing when it fails.
-local lease, count, kind, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+-- TIME, one ZADD, one HSET, and the wake-up only when more work waits
+-- (a take of several that empties a lane pops and asks again); members are
+-- passed through untouched. It does not check key types first: the pop is
+-- the first write (it frees memory, so a take runs at maxmemory), and if a
+-- later write fails (a key of the wrong type) the script undoes what it wrote
+-- and puts the popped messages back where they were before it raises the
+-- error, so it still changes nothing when it fails. A lane key of the wrong
+-- type fails the pop before it pops anything; the take then asks each lane's
+-- type and pops from the others, so one broken lane does not stop the rest.
+local lease, count, kind, suffix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 -- Checked before the pop: past it, a nil here would lose what was popped.
-assert(lease and count and kind and prefix, 'take: bad arguments')
+assert(lease and count and kind and suffix, 'take: bad arguments')
+local FIRST = 5 -- KEYS index of the first lane
+-- The lanes to pop from: nil for every lane in KEYS (the normal case, no
+-- table built), else those whose key is not of the wrong type.
+local lanes
 
 -- The paused key goes first in the multi-key pop: while paused it is the first
 -- non-empty key, so the pop returns its sentinel (put back below) and no lane
--- is touched. Unpaused it costs nothing: no extra command per take. (A lane of
--- the wrong type fails the pop before it writes, unless a lane ahead of it
--- had messages; then it is not touched.)
+-- is touched. Unpaused it costs nothing: no extra command per take.
 local function pop(call, paused, want)
   -- Built with unpack (one C call), not a loop: with 64 lanes the loop
   -- was a measurable part of a take.
   local args
-  if paused then args = {#KEYS - 3, KEYS[1], unpack(KEYS, 5)} else args = {#KEYS - 4, unpack(KEYS, 5)} end
+  if lanes then
+    args = {#lanes, unpack(lanes)}
+    if paused then
+      table.insert(args, 2, KEYS[1])
+      args[1] = #lanes + 1
+    end
+  elseif paused then
+    args = {#KEYS - FIRST + 2, KEYS[1], unpack(KEYS, FIRST)}
+  else
+    args = {#KEYS - FIRST + 1, unpack(KEYS, FIRST)}
+  end
   local m = #args
   args[m + 2] = 'COUNT'
   args[m + 3] = want
@@ -52,8 +76,31 @@ local function pop(call, paused, want)
   return call('ZMPOP', unpack(args))
 end
 
-local res = pop(redis.call, true, count)
-if not res then return {} end
+-- with_broken appends to a reply the lane keys of the wrong type passed by.
+local broken = {}
+local function with_broken(reply)
+  if #broken > 0 then
+    reply[#reply + 1] = REPLY_BROKEN
+    reply[#reply + 1] = table.concat(broken, ' ')
+  end
+  return reply
+end
+
+local res = pop(redis.pcall, true, count)
+if type(res) == 'table' and res.err then
+  if not string.find(res.err, 'WRONGTYPE', 1, true) then error(res) end
+  -- The pop checks each key it reaches before it pops anything, so nothing
+  -- was written: leave out the lanes of the wrong type and pop again (a
+  -- paused key of the wrong type still fails it, writing nothing).
+  lanes = {}
+  local want = lane_type(kind)
+  for k = FIRST, #KEYS do
+    local t = redis.call('TYPE', KEYS[k]).ok
+    if t == 'none' or t == want then lanes[#lanes + 1] = KEYS[k] else broken[#broken + 1] = KEYS[k] end
+  end
+  if #lanes > 0 then res = pop(redis.call, true, count) else res = nil end
+end
+if not res then return with_broken({}) end
 if res[1] == KEYS[1] then
   if kind == KIND_LEVELS then redis.call('RPUSH', KEYS[1], PAUSE) else redis.call('ZADD', KEYS[1], 0, PAUSE) end
   return {REPLY_PAUSED}
@@ -100,15 +147,16 @@ end
 -- after key, the popped lane is asked alone first: under load it still has
 -- work, and that costs the same with 2 lanes or 64.
 local function remains(key, emptied)
-  local k = 5
-  while KEYS[k] ~= key do k = k + 1 end
+  local list, k = KEYS, FIRST
+  if lanes then list, k = lanes, 1 end
+  while list[k] ~= key do k = k + 1 end
   if emptied then k = k + 1 end
-  if k > #KEYS then return false end
-  if not emptied and #KEYS - k >= MANY_LANES then
+  if k > #list then return false end
+  if not emptied and #list - k >= MANY_LANES then
     if redis.call('EXISTS', key) == 1 then return true end
     k = k + 1
   end
-  return redis.call('EXISTS', unpack(KEYS, k)) > 0
+  return redis.call('EXISTS', unpack(list, k)) > 0
 end
 
 local got = #res[2]
@@ -123,7 +171,8 @@ end
 
 -- The lane index is the number that ends the popped key's name (keys.go:
 -- prioq:{Q}:lane:N).
-local _, nowc = now_ms()
+local _, nowc, us = now_ms()
+local stamp = string.format('%013x', us)
 local deadline = nowc + lease
 local zargs, hargs = {}, {}
 local i = 0
@@ -139,9 +188,7 @@ for _, p in ipairs(pops) do
     else
       member, rec = item[1], head .. item[2] .. '|' .. item[1]
     end
-    -- Zero-padded, so that the tokens of one take sort in take order (the
-    -- sweep reads expired leases of equal deadline in member order).
-    local token = prefix .. ':' .. string.format('%05d', i)
+    local token = stamp .. string.format('%04x', i) .. suffix
     zargs[2 * i - 1] = deadline
     zargs[2 * i] = token
     hargs[2 * i - 1] = token
@@ -164,4 +211,4 @@ if more then
   local ok = redis.pcall('ZADD', KEYS[4], 0, WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
-return out
+return with_broken(out)
