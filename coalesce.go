@@ -23,12 +23,9 @@ import (
 // returns by it, however many calls were queued ahead of it. A queued caller
 // whose deadline comes before its call starts leaves the queue, and nothing
 // of it is sent; once sent, it returns ctx.Err() and the call goes on, as any
-// abandoned call (with keepSent it waits for the result instead). A merged
-// call runs until the latest deadline of its callers, so that none is cut
-// short by another's (with keepSent, until the earliest: each sent caller
-// waits for the call, and must still return by its deadline). Every caller
-// gets only its own result: a combined call never reports one caller's
-// outcome to another.
+// abandoned call (with keepSent it waits for the result instead: see drain
+// for how long a merged call runs). Every caller gets only its own result: a
+// combined call never reports one caller's outcome to another.
 type coalescer[T, R any] struct {
 	run      func(ctx context.Context, items []T) []R // one result per item, in order
 	size     func(T) int                              // bytes an item adds to a call
@@ -107,38 +104,57 @@ func (c *coalescer[T, R]) do(ctx context.Context, item T, canceled func(error) R
 	}
 }
 
-// nextBatch takes what queued, up to maxItems / maxBytes (at least one), or
-// marks the coalescer idle and returns nil when nothing did.
+// nextBatch takes what queued, in order, up to maxItems / maxBytes (at least
+// one), or marks the coalescer idle and returns nil when nothing did. A caller
+// whose deadline has passed is not sent: it leaves the queue itself.
 func (c *coalescer[T, R]) nextBatch() []*coalesced[T, R] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.pending) == 0 {
-		c.busy = false
-		c.pending = nil // a burst's backing array goes with it
-		return nil
-	}
-	n, bytes := 0, 0
-	for n < len(c.pending) && n < c.maxItems {
-		b := c.size(c.pending[n].item)
-		if n > 0 && bytes+b > c.maxBytes {
-			break
+	now := time.Now()
+	var batch []*coalesced[T, R]
+	bytes, full := 0, false
+	kept := c.pending[:0]
+	for _, w := range c.pending {
+		b := c.size(w.item)
+		full = full || len(batch) == c.maxItems || len(batch) > 0 && bytes+b > c.maxBytes
+		if full || !w.deadline.After(now) {
+			kept = append(kept, w)
+			continue
 		}
 		bytes += b
-		c.pending[n].sent = true
-		n++
+		w.sent = true
+		batch = append(batch, w)
 	}
-	batch := slices.Clone(c.pending[:n])
-	c.pending = slices.Delete(c.pending, 0, n) // clears the tail: no finished entry stays reachable
+	clear(c.pending[len(kept):]) // no finished entry stays reachable
+	c.pending = kept
+	if len(batch) == 0 {
+		c.busy = false
+		if len(kept) == 0 {
+			c.pending = nil // a burst's backing array goes with it
+		}
+		return nil
+	}
 	return batch
 }
 
-// drain sends batch, then what queued meanwhile, until nothing did.
+// drain sends batch, then what queued meanwhile, until nothing did. A merged
+// call runs until the latest deadline of its callers, so that none is cut
+// short by another's, but no longer than timeout; with keepSent (takes: each
+// sent caller waits for the result, whose leased messages must reach it) it
+// gets a whole timeout.
 func (c *coalescer[T, R]) drain(batch []*coalesced[T, R]) {
 	for ; batch != nil; batch = c.nextBatch() {
-		deadline := batch[0].deadline
-		for _, w := range batch[1:] {
-			if c.keepSent == w.deadline.Before(deadline) {
-				deadline = w.deadline
+		limit := time.Now().Add(c.timeout)
+		deadline := limit
+		if !c.keepSent {
+			deadline = batch[0].deadline
+			for _, w := range batch[1:] {
+				if w.deadline.After(deadline) {
+					deadline = w.deadline
+				}
+			}
+			if deadline.After(limit) {
+				deadline = limit
 			}
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)

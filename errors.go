@@ -43,7 +43,9 @@ var (
 	ErrDuplicate = errors.New("prioq: duplicate id")
 	// ErrNotFound is returned when no waiting (ready or delayed) message has the given id.
 	ErrNotFound = errors.New("prioq: message not found")
-	// ErrCorrupt is returned when a stored envelope does not decode.
+	// ErrCorrupt is returned when a stored envelope does not decode, and for
+	// what cannot be done because a queue's key holds the wrong type (a lane a
+	// dead letter would go back to, every lane of an AtMostOnce pop).
 	ErrCorrupt = errors.New("prioq: corrupt message")
 	// ErrWrongMode is returned when an operation needs the other delivery mode
 	// (for example Ack on an AtMostOnce message).

@@ -200,20 +200,18 @@ var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...str
 // lane is served again).
 func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 	c, q := f.c, f.c.q
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
-	defer cancel()
 	if len(f.broken) > 0 {
-		if err := f.findBroken(ctx, q.k.lanes); err != nil {
+		if err := f.findBroken(); err != nil {
 			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
 		}
 	}
-	key, entries, err := f.pop(ctx, n)
+	key, entries, err := f.pop(n)
 	if isReply(err) && strings.Contains(err.Error(), "WRONGTYPE") {
-		if ferr := f.findBroken(ctx, q.k.lanes); ferr != nil {
+		if ferr := f.findBroken(); ferr != nil {
 			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, ferr)
 		}
 		if len(f.broken) > 0 {
-			key, entries, err = f.pop(ctx, n)
+			key, entries, err = f.pop(n)
 		}
 	}
 	if err != nil {
@@ -239,9 +237,13 @@ func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 	return msgs, nil
 }
 
-// pop is fetchPopped's blocking pop over the lanes not known to be broken.
-func (f *fetcher) pop(ctx context.Context, n int) (key string, entries [][]byte, err error) {
+// pop is fetchPopped's blocking pop over the lanes not known to be broken,
+// with a deadline of its own: abandoning a blocking pop early would close its
+// connection, and a message popped in that instant would be lost.
+func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 	c, q := f.c, f.c.q
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
+	defer cancel()
 	keys, timeout := f.laneOrder(), c.blockTimeout
 	if len(f.broken) > 0 {
 		keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return f.broken[k] })
@@ -286,8 +288,11 @@ func (f *fetcher) pop(ctx context.Context, n int) (key string, entries [][]byte,
 
 // findBroken asks the type of every lane key in one round trip and records
 // which ones hold the wrong type, reporting each newly broken one.
-func (f *fetcher) findBroken(ctx context.Context, lanes []string) error {
+func (f *fetcher) findBroken() error {
 	c, q := f.c, f.c.q
+	lanes := q.k.lanes
+	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+	defer cancel()
 	want := "list"
 	if q.isRange() {
 		want = "zset"

@@ -467,6 +467,9 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			n, err := q.RequeueAllDead(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), n, "its lane is still broken: it stays")
+			err = q.RequeueDead(ctx, "hi")
+			assert.ErrorIs(t, err, ErrCorrupt)
+			assert.ErrorContains(t, err, "wrong type")
 			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.lanes[2])))
 			require.NoError(t, q.RequeueDead(ctx, "hi"))
 			assert.Equal(t, []string{"hi", "a"}, liveIDs(t, q))
@@ -499,6 +502,32 @@ func laneTop(l Layout, i int) int64 {
 		}
 	}
 	return int64(i)
+}
+
+// An AtMostOnce message held at Close whose lane key now holds the wrong
+// type has nowhere to go: Close says so, and its caller id is released,
+// while the messages of the other lanes are back.
+func TestAtMostOnceGiveBackIntoABrokenLane(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Layout: Levels(3), Mode: AtMostOnce})
+	_, err := q.Enqueue(ctx, []byte("hi"), ID("hi"), Priority(2))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("lo"), ID("lo"), Priority(0))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	var held []*Message
+	for range 2 {
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		held = append(held, m)
+	}
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.k.lanes[2], "not a lane")))
+	err = cons.putBack(ctx, held)
+	assert.ErrorContains(t, err, "1 of 2 messages lost")
+	assert.Equal(t, []string{"lo"}, liveIDs(t, q))
+	_, err = q.Enqueue(ctx, []byte("again"), ID("hi"), Priority(1))
+	assert.NoError(t, err, "the lost message's id is free")
 }
 
 // lockedBuffer is a bytes.Buffer for a logger written from several goroutines.
@@ -558,6 +587,15 @@ func TestSubMillisecondWaitTimeoutIsRefused(t *testing.T) {
 	_, err := Open(ctx, newClient(t), queueName(t), Config{WaitReplicas: 1, WaitTimeout: 500 * time.Microsecond,
 		CallTimeout: 2 * time.Second})
 	assert.ErrorIs(t, err, ErrInvalidOption)
+
+	// And should one get through, WAIT's timeout rounds up: 1 ms, not 0.
+	cl := ownPool(t, ownServer(t), 4) // no replica
+	q := openQueue(t, cl, Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond, CallTimeout: 2 * time.Second})
+	q.cfg.WaitTimeout = 500 * time.Microsecond
+	start := time.Now()
+	_, err = q.Enqueue(ctx, []byte("x"))
+	assert.ErrorIs(t, err, ErrNotReplicated)
+	assert.Less(t, time.Since(start), 500*time.Millisecond)
 }
 
 // 10. Close gives back what it holds in one round trip, without waiting for
@@ -642,6 +680,8 @@ func TestTinyDurationsAreRefused(t *testing.T) {
 		for name, cfg := range map[string]Config{"CallTimeout": {CallTimeout: d}, "WaitTimeout": {WaitTimeout: d}} {
 			_, err := Open(context.Background(), c, queueName(t), cfg)
 			assert.ErrorIs(t, err, ErrInvalidOption, "%s %v", name, d)
+			_, err = OpenExisting(context.Background(), c, q.Name(), cfg)
+			assert.ErrorIs(t, err, ErrInvalidOption, "OpenExisting, %s %v", name, d)
 		}
 	}
 	ctx := ctxT(t, 10*time.Second)

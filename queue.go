@@ -328,6 +328,9 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
+	if err := cfg.withDefaults().validate(); err != nil {
+		return nil, err
+	}
 	k := newKeySet(name, 1)
 	var got []string
 	if err := doBounded(ctx, c, cfg.withDefaults().CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {

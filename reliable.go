@@ -101,9 +101,10 @@ func (q *Queue) logBrokenLanes(ctx context.Context, keys string) {
 // takes of the queue's other consumers (same lease) in flight at the same
 // time: one script call pops for all of them, each gets its own messages
 // (the first asker the first ones, so the priority order holds across them).
-// A take still queued when ctx ends (the consumer closing) is dropped and
-// returns ErrClosed; one sent is waited for whatever ctx does, because its
-// leased messages must reach their asker (each call has CallTimeout).
+// A take still queued when ctx ends (the consumer closing), or CallTimeout
+// after it queued, is dropped and returns an error; one sent is waited for
+// whatever ctx does, because its leased messages must reach their asker
+// (each merged call has CallTimeout).
 func (q *Queue) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*Message, error) {
 	q.takes.mu.Lock()
 	c := q.takes.byLease[lease]
@@ -383,7 +384,8 @@ func (q *Queue) deadOp(ctx context.Context, op, id string) (int64, error) {
 // RequeueDead puts the dead message with this id back at the tail of its lane
 // with 0 attempts, keeping its id. ErrNotFound when no dead message has it;
 // ErrCorrupt when its dead letter was buried because its routing did not parse
-// (it stays until PurgeDead; its payload can be enqueued again by hand).
+// (it stays until PurgeDead; its payload can be enqueued again by hand), or
+// when its lane key holds the wrong type (it stays until the key is mended).
 // One round trip; O(dead-letter list) inside Redis. Cancelling ctx abandons
 // the call; the message is then either requeued or not.
 func (q *Queue) RequeueDead(ctx context.Context, id string) error {
@@ -395,6 +397,8 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 	case err != nil:
 	case n == 0:
 		err = fmt.Errorf("prioq: requeue %q in %q: %w", id, q.name, ErrNotFound)
+	case n == -2:
+		err = fmt.Errorf("prioq: requeue %q in %q: %w: its lane key holds the wrong type; mend the key, then requeue", id, q.name, ErrCorrupt)
 	case n < 0:
 		err = fmt.Errorf("prioq: requeue %q in %q: %w: its dead letter does not say which lane it came from (its Reason says why)", id, q.name, ErrCorrupt)
 	}
