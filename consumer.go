@@ -4,113 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/mediocregopher/radix/v4"
 )
-
-// ConsumerConfig configures a Consumer. The zero value of every field selects
-// its default; a duration above 0 and below MinDuration is refused.
-type ConsumerConfig struct {
-	// Concurrency is how many handlers Run runs at once. Defaults to
-	// DefaultConcurrency.
-	Concurrency int
-
-	// Lease is how long a taken message stays invisible to other consumers
-	// before it is delivered again (AtLeastOnce). Defaults to DefaultLease.
-	Lease time.Duration
-
-	// BlockTimeout is the server-side timeout of one blocking wait: an idle
-	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
-	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
-	// interrupted at once). Defaults to DefaultBlockTimeout, or
-	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue.
-	BlockTimeout time.Duration
-
-	// Weights, when set, replaces strict priority order by a weighted one: for
-	// each fetch the lane order is drawn at random, lane i coming first with
-	// probability proportional to Weights[i], so no lane with a weight above 0
-	// starves. One weight per lane, lane 0 first; lanes with weight 0 come last,
-	// highest first.
-	Weights []int
-
-	// NoPromoter turns off this consumer's promoter of delayed messages. At
-	// least one process must promote for delayed messages to become ready.
-	NoPromoter bool
-
-	// PromoteWait is the server-side timeout of the promoter's wait for a
-	// wake-up; after it the promoter re-reads the next due time (a safety
-	// net: enqueues wake it when they schedule an earlier message). Defaults
-	// to DefaultPromoteWait.
-	PromoteWait time.Duration
-
-	// SweepInterval is how often this consumer looks for expired leases
-	// (AtLeastOnce). Defaults to DefaultSweepInterval, or Lease/2 when that
-	// is shorter (but at least MinDuration).
-	SweepInterval time.Duration
-
-	// GracePeriod is how long Run waits, after its ctx is done, for handlers in
-	// flight to finish before it cancels their contexts. Defaults to
-	// DefaultGracePeriod.
-	GracePeriod time.Duration
-
-	// RetryInterval is how long background loops wait after a Redis error.
-	// Defaults to DefaultRetryInterval.
-	RetryInterval time.Duration
-
-	// Middleware wraps the handler of every Run call, the first one
-	// outermost: tracing, metrics, logging around each delivery. None by
-	// default.
-	Middleware []Middleware
-
-	// OnSweep, when set, is called after each sweep that found expired
-	// leases (AtLeastOnce), with how many it delivered again and how many it
-	// moved to the dead letters: for metrics.
-	OnSweep func(redelivered, deadLettered int)
-
-	// OnError receives errors of background work (promotion, sweeps, acks in
-	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
-	OnError func(error)
-}
-
-// validate refuses durations between 0 and MinDuration (0 or less selects
-// a field's default).
-func (c ConsumerConfig) validate() error {
-	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
-		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
-		"RetryInterval": c.RetryInterval})
-}
-
-func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Lease <= 0 {
-		c.Lease = DefaultLease
-	}
-	if c.BlockTimeout <= 0 {
-		c.BlockTimeout = DefaultBlockTimeoutAtMostOnce
-		if mode == AtLeastOnce {
-			c.BlockTimeout = DefaultBlockTimeout
-		}
-	}
-	if c.PromoteWait <= 0 {
-		c.PromoteWait = DefaultPromoteWait
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = max(min(DefaultSweepInterval, c.Lease/2), MinDuration)
-	}
-	if c.GracePeriod <= 0 {
-		c.GracePeriod = DefaultGracePeriod
-	}
-	if c.RetryInterval <= 0 {
-		c.RetryInterval = DefaultRetryInterval
-	}
-	return c
-}
 
 // blockMargin is how much longer than its server-side timeout prioq waits for
 // a blocking call before it gives up on it (the connection is then closed, so
@@ -233,14 +130,6 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 	return c.fetcher.receive(ctx, min(n, MaxBatch))
 }
 
-// jitter spreads d over [0.75d, 1.25d) so many consumers do not sweep in step.
-func jitter(d time.Duration) time.Duration {
-	if d < 4 {
-		return d
-	}
-	return d*3/4 + rand.N(d/2)
-}
-
 // Close stops the consumer: it ends its background work, waits for a fetch in
 // progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
 // ends at once), and gives back messages fetched but never handed out, in one
@@ -306,90 +195,32 @@ func (c *Consumer) Close(ctx context.Context) error {
 	return err
 }
 
-// releaseIDs frees the caller ids of AtMostOnce messages as they are handed
-// out: from then on the message exists only in this process, and its id may
-// be enqueued again. (Held, not handed out, it keeps the id: Close gives it
-// back.) It runs with ctx; if ctx ends first, the release (an idempotent
-// SREM) goes on with a deadline of its own after the messages are returned.
-// If that fails too, the id stays taken until Purge; the error goes to
-// OnError.
-func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
-	if c.q.cfg.Mode != AtMostOnce {
-		return
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	var ids []string
-	for _, m := range msgs {
-		if m.callerID {
-			ids = append(ids, m.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	q := c.q
-	release := func(ctx context.Context) error {
-		return q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...))
-	}
-	if ctx.Err() == nil {
-		if err := release(ctx); err == nil || ctx.Err() == nil {
-			if err != nil {
-				c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
-			}
-			return
-		}
-	}
-	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.CallTimeout)
-		defer cancel()
-		if err := release(rctx); err != nil {
-			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
-		}
-	}()
 }
 
-// putBack gives held messages back in one round trip: AtLeastOnce ones with
-// release.lua (not a write that WAITs for replicas: it acknowledges nothing),
-// AtMostOnce ones to the head of their lanes in one pipeline. An AtMostOnce
-// message held keeps its caller id reserved until it is handed out (see
-// fetcher.receive), so putting it back needs no id.
-func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
-	if len(held) == 0 {
-		return nil
+// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
+// between checks that the queue's meta key is still there.
+const metaEvery = 6
+
+// keepMeta puts the queue's meta key back if a restart without persistence
+// lost it (open.lua writes it only when it is missing), so that Open keeps
+// refusing a different configuration: every few rounds of the sweeper
+// (AtLeastOnce) or of the promoter (AtMostOnce). A failure (a different
+// configuration stored meanwhile, a full Redis) is reported and left to the
+// next time.
+func (c *Consumer) keepMeta(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
+	defer cancel()
+	if err := c.q.writeMeta(cctx); err != nil && ctx.Err() == nil {
+		c.report(err)
 	}
-	q := c.q
-	if q.cfg.Mode == AtLeastOnce {
-		if _, err := q.release(ctx, held); err != nil {
-			return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
-		}
-		return nil
-	}
-	// Each command is judged alone: one into a lane key of the wrong type
-	// fails, and its message, having nowhere else to go (AtMostOnce has no
-	// dead letters), is lost: reported, and its caller id released.
-	pushed := make([]int64, len(held)) // a command's reply; -1 until it arrives
-	p := radix.NewPipeline()
-	for i := len(held) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
-		m := held[i]
-		pushed[i] = -1
-		if q.isRange() {
-			p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
-		} else {
-			p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
-		}
-	}
-	err := q.do(ctx, p)
-	if err != nil && !isReply(err) {
-		return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(held), err)
-	}
-	var lost []*Message
-	for i, m := range held {
-		if pushed[i] < 0 {
-			lost = append(lost, m)
-		}
-	}
-	if len(lost) == 0 {
-		return nil
-	}
-	c.releaseIDs(ctx, lost)
-	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), err)
 }

@@ -368,3 +368,91 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 		}
 	}
 }
+
+// releaseIDs frees the caller ids of AtMostOnce messages as they are handed
+// out: from then on the message exists only in this process, and its id may
+// be enqueued again. (Held, not handed out, it keeps the id: Close gives it
+// back.) It runs with ctx; if ctx ends first, the release (an idempotent
+// SREM) goes on with a deadline of its own after the messages are returned.
+// If that fails too, the id stays taken until Purge; the error goes to
+// OnError.
+func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
+	if c.q.cfg.Mode != AtMostOnce {
+		return
+	}
+	var ids []string
+	for _, m := range msgs {
+		if m.callerID {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	q := c.q
+	release := func(ctx context.Context) error {
+		return q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...))
+	}
+	if ctx.Err() == nil {
+		if err := release(ctx); err == nil || ctx.Err() == nil {
+			if err != nil {
+				c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+			}
+			return
+		}
+	}
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.CallTimeout)
+		defer cancel()
+		if err := release(rctx); err != nil {
+			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+		}
+	}()
+}
+
+// putBack gives held messages back in one round trip: AtLeastOnce ones with
+// release.lua (not a write that WAITs for replicas: it acknowledges nothing),
+// AtMostOnce ones to the head of their lanes in one pipeline. An AtMostOnce
+// message held keeps its caller id reserved until it is handed out (see
+// fetcher.receive), so putting it back needs no id.
+func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
+	if len(held) == 0 {
+		return nil
+	}
+	q := c.q
+	if q.cfg.Mode == AtLeastOnce {
+		if _, err := q.release(ctx, held); err != nil {
+			return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
+		}
+		return nil
+	}
+	// Each command is judged alone: one into a lane key of the wrong type
+	// fails, and its message, having nowhere else to go (AtMostOnce has no
+	// dead letters), is lost: reported, and its caller id released.
+	pushed := make([]int64, len(held)) // a command's reply; -1 until it arrives
+	p := radix.NewPipeline()
+	for i := len(held) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
+		m := held[i]
+		pushed[i] = -1
+		if q.isRange() {
+			p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
+		} else {
+			p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
+		}
+	}
+	err := q.do(ctx, p)
+	if err != nil && !isReply(err) {
+		return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(held), err)
+	}
+	var lost []*Message
+	for i, m := range held {
+		if pushed[i] < 0 {
+			lost = append(lost, m)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	c.releaseIDs(ctx, lost)
+	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), err)
+}

@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -111,4 +112,22 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts}, k.lanes...)
+}
+
+// maxNameLen bounds queue names; with the fixed parts a key stays short.
+const maxNameLen = 100
+
+func validateName(name string) error {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return fmt.Errorf("%w: %q has length %d (want 1..%d)", ErrInvalidName, name, len(name), maxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		// Braces would change the cluster hash tag; spaces and control bytes
+		// make keys painful to handle by hand.
+		if c < 0x21 || c > 0x7e || c == '{' || c == '}' {
+			return fmt.Errorf("%w: %q has byte %#x at %d", ErrInvalidName, name, c, i)
+		}
+	}
+	return nil
 }

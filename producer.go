@@ -315,14 +315,6 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 	return out, nil
 }
 
-func ceilMs(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Sub(time.UnixMilli(ms)) > 0 {
-		ms++
-	}
-	return ms
-}
-
 // canSendPlain reports whether a send needs no script: one message, to a
 // Levels queue, ready now (no Delay, no At: the server's clock decides when
 // those are due), with a generated id (so there is no duplicate to detect).

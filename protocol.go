@@ -2,7 +2,9 @@ package prioq
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The values that cross the boundary between Go and the Lua scripts, named
@@ -113,4 +115,23 @@ func mustAtoi(s string) int {
 		panic("prioq: protocol constant " + s + " is not a number")
 	}
 	return n
+}
+
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Sub(time.UnixMilli(ms)) > 0 {
+		ms++
+	}
+	return ms
+}
+
+func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+// leaseMs is d in whole milliseconds, rounded up (a lease or a delay is never
+// shorter than asked), and at least 0.
+func leaseMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -3,8 +3,6 @@ package prioq
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,165 +11,9 @@ import (
 	"github.com/mediocregopher/radix/v4"
 )
 
-// Client is what prioq needs from a Redis client: radix's Pool and Conn
-// (radix.Client) and its Cluster and Sentinel clients (radix.MultiClient) all
-// satisfy it. Blocking calls take a connection of their own for their duration:
-// see Consumer for how to size a pool.
-type Client interface {
-	Do(context.Context, radix.Action) error
-}
-
-var (
-	_ Client = radix.Client(nil)
-	_ Client = radix.MultiClient(nil)
-)
-
-// Mode is a queue's delivery mode, fixed when the queue is created.
-type Mode uint8
-
-const (
-	// AtLeastOnce (the default) leases every message it hands out; a message
-	// whose consumer dies, or whose reply is lost, is delivered again when the
-	// lease expires. Handlers Ack, Retry or Extend; after MaxAttempts a message
-	// goes to the dead-letter list.
-	AtLeastOnce Mode = iota
-	// AtMostOnce hands whole messages out with one blocking pop and no lease:
-	// what a crashed consumer held is lost. The cheapest mode, for
-	// notifications and cache refreshes.
-	AtMostOnce
-)
-
-func (m Mode) String() string {
-	switch m {
-	case AtLeastOnce:
-		return "at-least-once"
-	case AtMostOnce:
-		return "at-most-once"
-	}
-	return "mode(" + strconv.Itoa(int(m)) + ")"
-}
-
 // storageFormat is written to the meta key; bump it when the stored form of
 // keys or envelopes changes incompatibly.
 const storageFormat = "2"
-
-// Config configures a queue. The zero value of every field selects its
-// default; a duration above 0 and below MinDuration is refused.
-type Config struct {
-	// Layout is Levels(n) or Range(lo, hi, segments). Defaults to
-	// Levels(DefaultLevels). Fixed at creation: opening an existing queue
-	// with another layout fails with ErrConfigMismatch.
-	Layout Layout
-
-	// Mode is the delivery mode. Defaults to AtLeastOnce. Fixed at creation.
-	Mode Mode
-
-	// MaxPayload is the largest payload Enqueue accepts, in bytes. Defaults to
-	// DefaultMaxPayload. Not stored: each producer enforces its own.
-	MaxPayload int
-
-	// MaxAttempts is how many deliveries an AtLeastOnce message gets before it
-	// goes to the dead-letter list. Defaults to DefaultMaxAttempts.
-	MaxAttempts int
-
-	// Backoff gives the delay before the next attempt after a failed one.
-	// Defaults to ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
-	Backoff BackoffFunc
-
-	// PromoteBatch is how many due delayed messages one promotion moves, at
-	// most MaxBatch. Defaults to DefaultPromoteBatch.
-	PromoteBatch int
-
-	// EnqueueMiddleware wraps every Enqueue and EnqueueBatch, the first one
-	// outermost (see EnqueueMiddleware). None by default.
-	EnqueueMiddleware []EnqueueMiddleware
-
-	// CallTimeout is the deadline of a Redis call whose context has none,
-	// background calls included; at least MinDuration. Defaults to
-	// DefaultCallTimeout.
-	CallTimeout time.Duration
-
-	// WaitReplicas, when above 0, makes every write that acknowledges
-	// something (Enqueue, EnqueueBatch, Ack, AckBatch, Retry, dead-lettering)
-	// wait until that many replicas have it (Redis WAIT, on the connection of
-	// the write). A write that fewer replicas confirm within WaitTimeout is
-	// still made, and returns ErrNotReplicated. Defaults to 0: no waiting.
-	WaitReplicas int
-
-	// WaitTimeout bounds each WAIT: at least MinDuration and, with
-	// WaitReplicas, below CallTimeout (a write whose WAIT outlived its call
-	// could not report ErrNotReplicated). Defaults to DefaultWaitTimeout.
-	WaitTimeout time.Duration
-
-	// AllowEviction lets Open accept a server whose maxmemory-policy is
-	// allkeys-*, which may delete any of the queue's keys, messages included,
-	// without an error. Open refuses such a server by default.
-	AllowEviction bool
-
-	// Logger receives what prioq has to say that is not an error of a call.
-	// Defaults to slog.Default().
-	Logger *slog.Logger
-}
-
-// MaxBatch is the most messages one call moves: EnqueueBatch refuses more,
-// ReceiveBatch, Peek and a promotion take at most this many. Redis runs a
-// script alone, so a batch is a pause for every other client (about 10 ms for
-// a take of MaxBatch on the reference machine).
-const MaxBatch = 10000
-
-// validate refuses what withDefaults cannot make sense of: durations between
-// 0 and MinDuration, a WaitTimeout the call would not outlive.
-func (c Config) validate() error {
-	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout}); err != nil {
-		return err
-	}
-	if c.WaitReplicas > 0 && c.WaitTimeout >= c.CallTimeout {
-		return fmt.Errorf("%w: WaitTimeout %v is not below CallTimeout %v", ErrInvalidOption, c.WaitTimeout, c.CallTimeout)
-	}
-	return nil
-}
-
-// minDurations refuses a duration above 0 and below MinDuration, naming its
-// field (0 or less selects the field's default).
-func minDurations(fields map[string]time.Duration) error {
-	var bad []string
-	for name, d := range fields {
-		if d > 0 && d < MinDuration {
-			bad = append(bad, fmt.Sprintf("%s %v", name, d))
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	slices.Sort(bad)
-	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
-}
-
-func (c Config) withDefaults() Config {
-	c.Layout = c.Layout.withDefaults()
-	if c.MaxPayload <= 0 {
-		c.MaxPayload = DefaultMaxPayload
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.Backoff == nil {
-		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
-	}
-	if c.PromoteBatch <= 0 {
-		c.PromoteBatch = DefaultPromoteBatch
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.WaitTimeout <= 0 {
-		c.WaitTimeout = DefaultWaitTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
-}
 
 // Queue is a handle on one named queue in Redis. It is safe for concurrent use
 // and cheap to keep; it holds no connection of its own. Concurrent single
@@ -219,24 +61,6 @@ func (q *Queue) withClock(now func() time.Time) *Queue {
 	c := *q
 	c.clock = now
 	return &c
-}
-
-// maxNameLen bounds queue names; with the fixed parts a key stays short.
-const maxNameLen = 100
-
-func validateName(name string) error {
-	if len(name) == 0 || len(name) > maxNameLen {
-		return fmt.Errorf("%w: %q has length %d (want 1..%d)", ErrInvalidName, name, len(name), maxNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		// Braces would change the cluster hash tag; spaces and control bytes
-		// make keys painful to handle by hand.
-		if c < 0x21 || c > 0x7e || c == '{' || c == '}' {
-			return fmt.Errorf("%w: %q has byte %#x at %d", ErrInvalidName, name, c, i)
-		}
-	}
-	return nil
 }
 
 // Open creates the queue `name` with cfg, or opens it if it exists. Opening an
@@ -364,22 +188,6 @@ func (q *Queue) Mode() Mode { return q.cfg.Mode }
 // Layout is the queue's layout.
 func (q *Queue) Layout() Layout { return q.cfg.Layout }
 
-func (q *Queue) kind() string {
-	if q.cfg.Layout.kind == kindRange {
-		return argKindRange
-	}
-	return argKindLevels
-}
-
-func (q *Queue) isRange() bool { return q.cfg.Layout.kind == kindRange }
-
-func (q *Queue) armFlag() string {
-	if q.cfg.Mode == AtLeastOnce {
-		return argYes
-	}
-	return argNo
-}
-
 // Stats is a snapshot of a queue, read in one round trip (not atomically:
 // counts can be off by the messages that moved while it was read).
 type Stats struct {
@@ -472,18 +280,6 @@ func serverMs(t []string) int64 {
 	return sec*1000 + us/1000
 }
 
-// decodeLaneEntry decodes what a lane holds: the envelope itself in a level
-// list, seq‖envelope in a segment.
-func (q *Queue) decodeLaneEntry(b []byte) (envelope, error) {
-	if q.isRange() {
-		if len(b) < seqLen {
-			return envelope{}, fmt.Errorf("%w: segment member of %d bytes", ErrCorrupt, len(b))
-		}
-		b = b[seqLen:]
-	}
-	return decodeEnvelope(b)
-}
-
 // Len is the number of waiting messages: ready plus delayed, read as Stats
 // reads them. Cancelling ctx abandons the read.
 func (q *Queue) Len(ctx context.Context) (int64, error) {
@@ -551,4 +347,38 @@ func (q *Queue) Purge(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("prioq: purge %q: %w", q.name, err)
 	}
 	return n, nil
+}
+
+// Pause stops consumers from taking messages (AtLeastOnce): a take that starts
+// after Pause returns takes nothing. Producers keep enqueueing, delayed
+// messages keep being promoted, and messages already in flight finish. One
+// round trip. AtMostOnce queues return ErrWrongMode: their consumers pop lanes
+// directly with a blocking command that cannot consult a flag. Cancelling ctx
+// abandons the call; the queue is then paused or not.
+func (q *Queue) Pause(ctx context.Context) error {
+	if q.cfg.Mode != AtLeastOnce {
+		return fmt.Errorf("prioq: pause %q: %w", q.name, ErrWrongMode)
+	}
+	if err := q.do(ctx, pauseScript.Cmd(nil, []string{q.k.paused}, q.kind())); err != nil {
+		return fmt.Errorf("prioq: pause %q: %w", q.name, err)
+	}
+	return nil
+}
+
+// Resume undoes Pause and wakes an idle consumer. One round trip. It succeeds
+// once the pause is lifted, even if the wake-up could not be set (at
+// maxmemory): the lease sweep then wakes a consumer within SweepInterval.
+// Cancelling ctx abandons the call; the queue is then resumed or not.
+func (q *Queue) Resume(ctx context.Context) error {
+	if q.cfg.Mode != AtLeastOnce {
+		return fmt.Errorf("prioq: resume %q: %w", q.name, ErrWrongMode)
+	}
+	deleted := int64(-1) // DEL's reply; -1 until it arrives
+	p := radix.NewPipeline()
+	p.Append(radix.Cmd(&deleted, "DEL", q.k.paused))
+	p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
+	if err := q.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
+		return fmt.Errorf("prioq: resume %q: %w", q.name, err)
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -20,61 +19,6 @@ import (
 // ends (m.Extend moves that moment; context.Cause(ctx) is then
 // ErrLeaseExpired) and when Run's grace period runs out.
 type Handler func(ctx context.Context, m *Message) error
-
-// Outcome is how Run finished one delivery; AfterFinish callbacks get it.
-type Outcome int32
-
-const (
-	// OutcomeAcked: the handler returned nil and the message was acked
-	// (AtMostOnce: the handler returned nil).
-	OutcomeAcked Outcome = iota + 1
-	// OutcomeRetried: the handler failed and the message will be delivered
-	// again after its backoff.
-	OutcomeRetried
-	// OutcomeDeadLettered: the handler failed for the last time (or with
-	// ErrSkipRetry) and the message went to the dead letters.
-	OutcomeDeadLettered
-	// OutcomeFailed: AtMostOnce only: the handler failed and the message is
-	// gone.
-	OutcomeFailed
-	// OutcomeUnfinished: AtLeastOnce: the ack, retry or dead-lettering did
-	// not happen (the lease was lost, Redis did not answer in time); the
-	// message is delivered again once its lease runs out.
-	OutcomeUnfinished
-)
-
-// String returns the outcome as metrics label it: "acked", "retried",
-// "dead_lettered", "failed" or "unfinished".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeAcked:
-		return "acked"
-	case OutcomeRetried:
-		return "retried"
-	case OutcomeDeadLettered:
-		return "dead_lettered"
-	case OutcomeFailed:
-		return "failed"
-	case OutcomeUnfinished:
-		return "unfinished"
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// AfterFinish registers f to be called by Run once this delivery is finished:
-// after the handler returned and its ack, retry or dead-lettering was made or
-// failed. f gets the outcome and an error: the handler's for OutcomeRetried,
-// OutcomeDeadLettered and OutcomeFailed; the failed call's for
-// OutcomeUnfinished; for OutcomeAcked nil, or an error wrapping
-// ErrNotReplicated when Run's ack was made but not confirmed by enough
-// replicas (a handler that acked itself saw that error from its own Ack). Middleware uses it to count what really happened: the outermost
-// middleware's return value decides what Run does, so no middleware can see
-// the result from inside. Callbacks run in Run's goroutine for the message,
-// in the order registered; call AfterFinish only from the handler's
-// goroutine. Messages not handled by Run (Receive) never call them.
-func (m *Message) AfterFinish(f func(Outcome, error)) {
-	m.afterFinish = append(m.afterFinish, f)
-}
 
 // Middleware wraps a Handler, for work around every delivery of Run:
 // tracing, metrics, logging. ConsumerConfig.Middleware applies them, the

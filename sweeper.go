@@ -2,7 +2,11 @@ package prioq
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
 )
 
 // sweeper gives expired leases back (AtLeastOnce): every SweepInterval, with
@@ -17,24 +21,6 @@ type sweeper struct {
 
 // sweepBatch is how many expired leases one sweep call handles.
 const sweepBatch = 256
-
-// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
-// between checks that the queue's meta key is still there.
-const metaEvery = 6
-
-// keepMeta puts the queue's meta key back if a restart without persistence
-// lost it (open.lua writes it only when it is missing), so that Open keeps
-// refusing a different configuration: every few rounds of the sweeper
-// (AtLeastOnce) or of the promoter (AtMostOnce). A failure (a different
-// configuration stored meanwhile, a full Redis) is reported and left to the
-// next time.
-func (c *Consumer) keepMeta(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
-	defer cancel()
-	if err := c.q.writeMeta(cctx); err != nil && ctx.Err() == nil {
-		c.report(err)
-	}
-}
 
 func (s *sweeper) run(ctx context.Context) {
 	c := s.c
@@ -64,4 +50,28 @@ func (s *sweeper) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// jitter spreads d over [0.75d, 1.25d) so many consumers do not sweep in step.
+func jitter(d time.Duration) time.Duration {
+	if d < 4 {
+		return d
+	}
+	return d*3/4 + rand.N(d/2)
+}
+
+// sweep redelivers messages whose lease has expired (or dead-letters them past
+// MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round
+// trip.
+func (q *Queue) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
+	var res []int
+	err = q.do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, strconv.Itoa(limit),
+		strconv.Itoa(q.cfg.MaxAttempts), q.kind()))
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, err)
+	}
+	if len(res) != 3 {
+		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, ErrScript)
+	}
+	return res[0], res[1], res[2] == 1, nil
 }

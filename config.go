@@ -1,0 +1,253 @@
+package prioq
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ConsumerConfig configures a Consumer. The zero value of every field selects
+// its default; a duration above 0 and below MinDuration is refused.
+type ConsumerConfig struct {
+	// Concurrency is how many handlers Run runs at once. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
+
+	// Lease is how long a taken message stays invisible to other consumers
+	// before it is delivered again (AtLeastOnce). Defaults to DefaultLease.
+	Lease time.Duration
+
+	// BlockTimeout is the server-side timeout of one blocking wait: an idle
+	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
+	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
+	// interrupted at once). Defaults to DefaultBlockTimeout, or
+	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue.
+	BlockTimeout time.Duration
+
+	// Weights, when set, replaces strict priority order by a weighted one: for
+	// each fetch the lane order is drawn at random, lane i coming first with
+	// probability proportional to Weights[i], so no lane with a weight above 0
+	// starves. One weight per lane, lane 0 first; lanes with weight 0 come last,
+	// highest first.
+	Weights []int
+
+	// NoPromoter turns off this consumer's promoter of delayed messages. At
+	// least one process must promote for delayed messages to become ready.
+	NoPromoter bool
+
+	// PromoteWait is the server-side timeout of the promoter's wait for a
+	// wake-up; after it the promoter re-reads the next due time (a safety
+	// net: enqueues wake it when they schedule an earlier message). Defaults
+	// to DefaultPromoteWait.
+	PromoteWait time.Duration
+
+	// SweepInterval is how often this consumer looks for expired leases
+	// (AtLeastOnce). Defaults to DefaultSweepInterval, or Lease/2 when that
+	// is shorter (but at least MinDuration).
+	SweepInterval time.Duration
+
+	// GracePeriod is how long Run waits, after its ctx is done, for handlers in
+	// flight to finish before it cancels their contexts. Defaults to
+	// DefaultGracePeriod.
+	GracePeriod time.Duration
+
+	// RetryInterval is how long background loops wait after a Redis error.
+	// Defaults to DefaultRetryInterval.
+	RetryInterval time.Duration
+
+	// Middleware wraps the handler of every Run call, the first one
+	// outermost: tracing, metrics, logging around each delivery. None by
+	// default.
+	Middleware []Middleware
+
+	// OnSweep, when set, is called after each sweep that found expired
+	// leases (AtLeastOnce), with how many it delivered again and how many it
+	// moved to the dead letters: for metrics.
+	OnSweep func(redelivered, deadLettered int)
+
+	// OnError receives errors of background work (promotion, sweeps, acks in
+	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
+	OnError func(error)
+}
+
+// validate refuses durations between 0 and MinDuration (0 or less selects
+// a field's default).
+func (c ConsumerConfig) validate() error {
+	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
+		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
+		"RetryInterval": c.RetryInterval})
+}
+
+func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.BlockTimeout <= 0 {
+		c.BlockTimeout = DefaultBlockTimeoutAtMostOnce
+		if mode == AtLeastOnce {
+			c.BlockTimeout = DefaultBlockTimeout
+		}
+	}
+	if c.PromoteWait <= 0 {
+		c.PromoteWait = DefaultPromoteWait
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = max(min(DefaultSweepInterval, c.Lease/2), MinDuration)
+	}
+	if c.GracePeriod <= 0 {
+		c.GracePeriod = DefaultGracePeriod
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	return c
+}
+
+// Mode is a queue's delivery mode, fixed when the queue is created.
+type Mode uint8
+
+const (
+	// AtLeastOnce (the default) leases every message it hands out; a message
+	// whose consumer dies, or whose reply is lost, is delivered again when the
+	// lease expires. Handlers Ack, Retry or Extend; after MaxAttempts a message
+	// goes to the dead-letter list.
+	AtLeastOnce Mode = iota
+	// AtMostOnce hands whole messages out with one blocking pop and no lease:
+	// what a crashed consumer held is lost. The cheapest mode, for
+	// notifications and cache refreshes.
+	AtMostOnce
+)
+
+func (m Mode) String() string {
+	switch m {
+	case AtLeastOnce:
+		return "at-least-once"
+	case AtMostOnce:
+		return "at-most-once"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Config configures a queue. The zero value of every field selects its
+// default; a duration above 0 and below MinDuration is refused.
+type Config struct {
+	// Layout is Levels(n) or Range(lo, hi, segments). Defaults to
+	// Levels(DefaultLevels). Fixed at creation: opening an existing queue
+	// with another layout fails with ErrConfigMismatch.
+	Layout Layout
+
+	// Mode is the delivery mode. Defaults to AtLeastOnce. Fixed at creation.
+	Mode Mode
+
+	// MaxPayload is the largest payload Enqueue accepts, in bytes. Defaults to
+	// DefaultMaxPayload. Not stored: each producer enforces its own.
+	MaxPayload int
+
+	// MaxAttempts is how many deliveries an AtLeastOnce message gets before it
+	// goes to the dead-letter list. Defaults to DefaultMaxAttempts.
+	MaxAttempts int
+
+	// Backoff gives the delay before the next attempt after a failed one.
+	// Defaults to ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
+	Backoff BackoffFunc
+
+	// PromoteBatch is how many due delayed messages one promotion moves, at
+	// most MaxBatch. Defaults to DefaultPromoteBatch.
+	PromoteBatch int
+
+	// EnqueueMiddleware wraps every Enqueue and EnqueueBatch, the first one
+	// outermost (see EnqueueMiddleware). None by default.
+	EnqueueMiddleware []EnqueueMiddleware
+
+	// CallTimeout is the deadline of a Redis call whose context has none,
+	// background calls included; at least MinDuration. Defaults to
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
+
+	// WaitReplicas, when above 0, makes every write that acknowledges
+	// something (Enqueue, EnqueueBatch, Ack, AckBatch, Retry, dead-lettering)
+	// wait until that many replicas have it (Redis WAIT, on the connection of
+	// the write). A write that fewer replicas confirm within WaitTimeout is
+	// still made, and returns ErrNotReplicated. Defaults to 0: no waiting.
+	WaitReplicas int
+
+	// WaitTimeout bounds each WAIT: at least MinDuration and, with
+	// WaitReplicas, below CallTimeout (a write whose WAIT outlived its call
+	// could not report ErrNotReplicated). Defaults to DefaultWaitTimeout.
+	WaitTimeout time.Duration
+
+	// AllowEviction lets Open accept a server whose maxmemory-policy is
+	// allkeys-*, which may delete any of the queue's keys, messages included,
+	// without an error. Open refuses such a server by default.
+	AllowEviction bool
+
+	// Logger receives what prioq has to say that is not an error of a call.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// MaxBatch is the most messages one call moves: EnqueueBatch refuses more,
+// ReceiveBatch, Peek and a promotion take at most this many. Redis runs a
+// script alone, so a batch is a pause for every other client (about 10 ms for
+// a take of MaxBatch on the reference machine).
+const MaxBatch = 10000
+
+// validate refuses what withDefaults cannot make sense of: durations between
+// 0 and MinDuration, a WaitTimeout the call would not outlive.
+func (c Config) validate() error {
+	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout}); err != nil {
+		return err
+	}
+	if c.WaitReplicas > 0 && c.WaitTimeout >= c.CallTimeout {
+		return fmt.Errorf("%w: WaitTimeout %v is not below CallTimeout %v", ErrInvalidOption, c.WaitTimeout, c.CallTimeout)
+	}
+	return nil
+}
+
+// minDurations refuses a duration above 0 and below MinDuration, naming its
+// field (0 or less selects the field's default).
+func minDurations(fields map[string]time.Duration) error {
+	var bad []string
+	for name, d := range fields {
+		if d > 0 && d < MinDuration {
+			bad = append(bad, fmt.Sprintf("%s %v", name, d))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
+}
+
+func (c Config) withDefaults() Config {
+	c.Layout = c.Layout.withDefaults()
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Backoff == nil {
+		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+	}
+	if c.PromoteBatch <= 0 {
+		c.PromoteBatch = DefaultPromoteBatch
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = DefaultWaitTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

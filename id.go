@@ -1,0 +1,95 @@
+package prioq
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// validateID accepts 1..128 bytes of printable ASCII without spaces, so an id is
+// safe in logs, in a lease token and on the command line of redis-cli.
+func validateID(id string) error {
+	if len(id) == 0 || len(id) > maxIDLen {
+		return fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidID, len(id), maxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return fmt.Errorf("%w: byte %#x at %d", ErrInvalidID, id[i], i)
+		}
+	}
+	return nil
+}
+
+// validateCallerID is validateID for an id given with the ID option: it also
+// refuses the form of generated ids, so that a caller's id can never be the
+// id of a live message that prioq named (see newID).
+func validateCallerID(id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if isGeneratedID(id) {
+		return fmt.Errorf("%w: %q has the form of a generated id (%q and %d characters of 0-9a-v), which only prioq gives",
+			ErrInvalidID, id, generatedIDMark, generatedIDLen-1)
+	}
+	return nil
+}
+
+// Generated ids are generatedIDMark followed by 12 bytes: 6 bytes of unix
+// milliseconds, 2 bytes of a process-wide counter and 4 random bytes, written
+// in base32 with the sorted "hex" alphabet in lower case, so they are 21
+// characters long and sort by creation time, to the millisecond (the counter
+// wraps every 65,536 ids, so within a millisecond their order is not creation
+// order; nothing orders messages by id).
+//
+// The mark gives generated ids a form of their own, which the ID option
+// refuses: the ids set holds caller ids only (a set entry per message would
+// cost more than the message itself), so a caller id equal to a generated
+// one would not be seen as a duplicate, and the delayed store, keyed by id,
+// would be overwritten. Versions before the mark generated the 20 characters
+// alone; callers may still give such ids (rs/xid makes them too), and the
+// scripts keep those from overwriting a delayed record (see enqueue.lua).
+const (
+	generatedIDMark = '@'
+	generatedIDLen  = 21
+)
+
+var (
+	idEncoding = base32.HexEncoding.WithPadding(base32.NoPadding)
+	idCounter  atomic.Uint32
+)
+
+func newID(now time.Time) string {
+	var b [12]byte
+	ms := uint64(now.UnixMilli())
+	b[0], b[1], b[2] = byte(ms>>40), byte(ms>>32), byte(ms>>24)
+	b[3], b[4], b[5] = byte(ms>>16), byte(ms>>8), byte(ms)
+	binary.BigEndian.PutUint16(b[6:], uint16(idCounter.Add(1)))
+	_, _ = rand.Read(b[8:]) // crypto/rand.Read never fails on supported platforms
+	return string(generatedIDMark) + lowerASCII(idEncoding.EncodeToString(b[:]))
+}
+
+// isGeneratedID reports whether id has the form newID gives.
+func isGeneratedID(id string) bool {
+	if len(id) != generatedIDLen || id[0] != generatedIDMark {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'v') {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,112 @@
+package prioq
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Layout says how a queue stores its ready messages. It is fixed when the queue
+// is created and stored in the queue's meta key.
+//
+// The zero Layout selects Levels(3).
+type Layout struct {
+	kind     layoutKind
+	levels   int
+	lo, hi   int64
+	segments int
+}
+
+type layoutKind uint8
+
+const (
+	kindLevels layoutKind = iota + 1
+	kindRange
+)
+
+// MaxLevels is the largest n for Levels(n) and the most segments for Range.
+const MaxLevels = 64
+
+func (l Layout) withDefaults() Layout {
+	if l.kind == 0 {
+		return Levels(DefaultLevels)
+	}
+	return l
+}
+
+func (l Layout) validate() error {
+	switch l.kind {
+	case kindLevels:
+		if l.levels < 1 || l.levels > MaxLevels {
+			return fmt.Errorf("%w: Levels(%d): want 1..%d levels", ErrInvalidLayout, l.levels, MaxLevels)
+		}
+		return nil
+	case kindRange:
+		return l.validateRange()
+	}
+	return fmt.Errorf("%w: unknown layout kind %d", ErrInvalidLayout, l.kind)
+}
+
+// lanes is how many Redis keys hold ready messages.
+func (l Layout) lanes() int {
+	if l.kind == kindRange {
+		return l.segments
+	}
+	return l.levels
+}
+
+// laneOf maps a priority to its lane; lane lanes()-1 is served first.
+func (l Layout) laneOf(p int64) (int, error) {
+	if l.kind == kindRange {
+		return l.segmentOf(p)
+	}
+	if p < 0 || p >= int64(l.levels) {
+		return 0, fmt.Errorf("%w: %d is outside Levels(%d) (0..%d)", ErrInvalidPriority, p, l.levels, l.levels-1)
+	}
+	return int(p), nil
+}
+
+// defaultPriority is what Enqueue uses without a Priority option: 0 when the
+// layout holds it, else the lowest priority of the range.
+func (l Layout) defaultPriority() int64 {
+	if l.kind == kindRange && (l.lo > 0 || l.hi < 0) {
+		return l.lo
+	}
+	return 0
+}
+
+// String gives the layout as it is written in the meta key and in errors.
+func (l Layout) String() string {
+	switch l.kind {
+	case kindLevels:
+		return fmt.Sprintf("levels:%d", l.levels)
+	case kindRange:
+		return fmt.Sprintf("range:%d:%d:%d", l.lo, l.hi, l.segments)
+	}
+	return "invalid"
+}
+
+// ParseLayout reads a layout as Layout.String writes it ("levels:3",
+// "range:-100:100:8"), as stored in a queue's meta key; ErrInvalidLayout
+// otherwise.
+func ParseLayout(s string) (Layout, error) {
+	var l Layout
+	var a, b, c int64
+	switch {
+	case strings.HasPrefix(s, "levels:"):
+		if _, err := fmt.Sscanf(s, "levels:%d", &a); err == nil {
+			l = Levels(int(a))
+		}
+	case strings.HasPrefix(s, "range:"):
+		if _, err := fmt.Sscanf(s, "range:%d:%d:%d", &a, &b, &c); err == nil {
+			l = Range(a, b, int(c))
+		}
+	}
+	// Only what String writes: no padding, no trailing bytes.
+	if l.kind == 0 || l.String() != s {
+		return Layout{}, fmt.Errorf("%w: %q", ErrInvalidLayout, s)
+	}
+	if err := l.validate(); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}

@@ -1,0 +1,284 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+func (m *Message) leased() error {
+	if m.q == nil || m.token == "" {
+		return fmt.Errorf("prioq: message %q: %w", m.ID, ErrWrongMode)
+	}
+	return nil
+}
+
+// Ack marks the message done and deletes it: one round trip, two commands,
+// shared with the other acks of its queue in flight at the same time. Acking
+// a message again after an Ack that succeeded returns nil at once, so a Run
+// handler may Ack itself and then return nil.
+// It fails with ErrLeaseLost, changing nothing, when the lease expired and the
+// message was taken back; the work may then be done twice (at-least-once).
+// With Config.WaitReplicas, ErrNotReplicated means the ack was made but not
+// confirmed by enough replicas. Cancelling ctx abandons the call: the ack may
+// or may not have happened.
+func (m *Message) Ack(ctx context.Context) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	if Outcome(m.finished.Load()) == OutcomeAcked {
+		return nil // acked already: nothing to do, no round trip
+	}
+	acks := m.q.acks
+	if m.callerID {
+		acks = m.q.idAcks
+	}
+	err := acks.do(ctx, m, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
+	if err == nil || errors.Is(err, ErrNotReplicated) {
+		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+	}
+	return err
+}
+
+// Bounds of one merged ack call (two commands per message in a pipeline).
+const maxMergedAcks = 256
+
+// Retry gives the message back for another attempt after `after` (0: the
+// queue's Backoff for this attempt), recording reason as its last error. When
+// it has had MaxAttempts deliveries it goes to the dead-letter list instead.
+// ErrLeaseLost as for Ack. One round trip. Cancelling ctx abandons the call:
+// the retry may or may not have happened; if not, the lease runs out and the
+// message is delivered again.
+func (m *Message) Retry(ctx context.Context, after time.Duration, reason string) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	if after <= 0 {
+		after = m.q.cfg.Backoff(m.Attempts)
+	}
+	return m.q.fail(ctx, m, after, reason, failRetry)
+}
+
+// Extend moves the lease deadline to d from now (the Redis server's now), d at
+// least MinDuration; under Run, the handler's context then ends at the new
+// deadline too. ErrLeaseLost as for Ack. One round trip. Cancelling ctx
+// abandons the call: the lease may or may not have moved, and LeaseDeadline
+// keeps the old deadline.
+//
+// Under Run, once the handler's context has ended because the lease ran out
+// (context.Cause is ErrLeaseExpired), Extend fails with ErrLeaseExpired: that
+// context cannot come back to life, so the handler should stop and return.
+// (If the lease ended while Extend was in flight, the lease in Redis may
+// have moved all the same; Run's ack or retry after the handler returns
+// ends it.)
+func (m *Message) Extend(ctx context.Context, d time.Duration) error {
+	if err := m.leased(); err != nil {
+		return err
+	}
+	if d < MinDuration {
+		return fmt.Errorf("%w: Extend(%v): below MinDuration (%v)", ErrInvalidOption, d, MinDuration)
+	}
+	if m.onExtend != nil && !m.onExtend(time.Time{}) {
+		return fmt.Errorf("prioq: extend %q: %w: the handler's context has ended", m.ID, ErrLeaseExpired)
+	}
+	deadline := time.Now().Add(d) // no later than the server's: see take
+	var ok int
+	err := m.q.do(ctx, extendScript.Cmd(&ok, []string{m.q.k.leases}, m.token, fmtInt(leaseMs(d))))
+	if err != nil {
+		return fmt.Errorf("prioq: extend %q: %w", m.ID, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("prioq: extend %q: %w", m.ID, ErrLeaseLost)
+	}
+	if m.onExtend != nil && !m.onExtend(deadline) {
+		return fmt.Errorf("prioq: extend %q: %w: the lease ran out (and the handler's context ended) while extending", m.ID, ErrLeaseExpired)
+	}
+	m.deadline = deadline
+	return nil
+}
+
+// AckBatch acknowledges many messages of one queue in one round trip and
+// returns one error per message (nil, ErrLeaseLost, ErrNotReplicated, or the
+// Redis error). As with Ack, a message acked before (by Ack or AckBatch) is
+// not acked again and gets nil. Cancelling ctx abandons the call: every ack
+// then reports the ctx error, and each may or may not have happened.
+func AckBatch(ctx context.Context, msgs ...*Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	var todo []*Message
+	var at []int // todo[i] is msgs[at[i]]
+	for i, m := range msgs {
+		if err := m.leased(); err != nil {
+			return fill(errs, err)
+		}
+		if m.q != msgs[0].q {
+			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
+		}
+		if Outcome(m.finished.Load()) != OutcomeAcked {
+			todo, at = append(todo, m), append(at, i)
+		}
+	}
+	switch len(todo) {
+	case 0:
+	case 1:
+		errs[at[0]] = todo[0].Ack(ctx)
+	default:
+		for i, err := range msgs[0].q.ack(ctx, todo) {
+			if err == nil || errors.Is(err, ErrNotReplicated) {
+				todo[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
+			}
+			errs[at[i]] = err
+		}
+	}
+	return errs
+}
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// ack ends each message's lease in one round trip. For generated ids it is a
+// pipeline of ZREM + HDEL per message, no Lua: the ZREM reply is the fence (1
+// only while this delivery's lease token is current; an expired lease was
+// re-leased under a new token, so the HDEL of an old token never touches the
+// new delivery). Each message's outcome is its own ZREM's: an error reply of
+// another command (the HINCRBY of the total refused at maxmemory, an HDEL on
+// a wrong-typed record hash, which then holds no record) is not its error.
+// Caller ids must be released only when the ack wins, which needs the ZREM's
+// answer first, so batches holding one go through ack.lua (Ack merges them
+// apart from the others: see Queue.idAcks).
+func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
+	removed := make([]int, len(msgs))
+	var act radix.Action
+	if hasCallerID(msgs) {
+		args := make([]string, 0, 2*len(msgs))
+		for _, m := range msgs {
+			id := ""
+			if m.callerID {
+				id = m.ID
+			}
+			args = append(args, m.token, id)
+		}
+		// The script's reply replaces removed whole; it counts its acks itself.
+		act = ackScript.Cmd(&removed, []string{q.k.leases, q.k.inflight, q.k.ids, q.k.counts}, args...)
+	} else {
+		p := radix.NewPipeline()
+		for i, m := range msgs {
+			removed[i] = -1 // no reply yet
+			p.Append(radix.Cmd(&removed[i], "ZREM", q.k.leases, m.token))
+			p.Append(radix.Cmd(nil, "HDEL", q.k.inflight, m.token))
+		}
+		// The total for rates (Stats.Acked): a pipeline cannot make it depend
+		// on the ZREMs, so an ack that lost its lease counts too (rare: rates,
+		// not accounts).
+		p.Append(radix.Cmd(nil, "HINCRBY", q.k.counts, countAcked, strconv.Itoa(len(msgs))))
+		act = p
+	}
+	werr, notRepl := q.writeWait(ctx, act)
+	errs := make([]error, len(msgs))
+	if werr != nil && (!isReply(werr) || hasCallerID(msgs)) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, werr))
+	}
+	if len(removed) != len(msgs) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, ErrScript))
+	}
+	for i, m := range msgs {
+		switch {
+		case removed[i] < 0: // its ZREM failed (a wrong-typed leases key)
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, werr)
+		case removed[i] == 0:
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, ErrLeaseLost)
+		case notRepl != nil:
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, notRepl)
+		}
+	}
+	return errs
+}
+
+func hasCallerID(msgs []*Message) bool {
+	for _, m := range msgs {
+		if m.callerID {
+			return true
+		}
+	}
+	return false
+}
+
+// bury moves a delivery that cannot be decoded to the dead-letter list with
+// the reason. On a Redis error the lease simply expires and the sweep retries.
+func (q *Queue) bury(ctx context.Context, token string, why error) {
+	q.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: corrupt message moved to the dead letters",
+		slog.String("queue", q.name), slog.String("token", token), slog.Any("error", why))
+	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
+}
+
+// fail ends m's delivery with fail.lua's op (failRetry or failDead) and,
+// when it happened, records how on m.
+func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason, op string) error {
+	code, err := q.finishToken(ctx, m.token, after, reason, op)
+	switch {
+	case code == failCodeDead:
+		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
+	case code == failCodeRequeued:
+		m.finished.CompareAndSwap(0, int32(OutcomeRetried))
+	}
+	if err != nil {
+		return fmt.Errorf("prioq: %s %q: %w", op, m.ID, err)
+	}
+	return nil
+}
+
+func (q *Queue) failToken(ctx context.Context, token string, after time.Duration, reason, op string) error {
+	_, err := q.finishToken(ctx, token, after, reason, op)
+	return err
+}
+
+// fail.lua's replies.
+const (
+	failCodeLost     = 0
+	failCodeRequeued = 1
+	failCodeDead     = 2
+)
+
+// finishToken runs fail.lua and returns its reply (failCode*) and an error:
+// ErrLeaseLost for failCodeLost; with Config.WaitReplicas, ErrNotReplicated
+// beside a reply that says what was done.
+func (q *Queue) finishToken(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
+	code := failCodeLost
+	err := q.write(ctx, failScript.Cmd(&code, q.k.failKeys, token,
+		fmtInt(leaseMs(after)), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return failCodeLost, err
+	}
+	if code == failCodeLost {
+		return code, ErrLeaseLost
+	}
+	return code, err
+}
+
+// release gives leased messages back to the head of their lanes, in their
+// order, without counting the delivery, in one round trip (release.lua), and
+// returns how many came back (a message whose lease is gone is not this
+// consumer's any more).
+func (q *Queue) release(ctx context.Context, msgs []*Message) (int, error) {
+	args := make([]string, 0, 1+len(msgs))
+	args = append(args, q.kind())
+	for _, m := range msgs {
+		args = append(args, m.token)
+	}
+	var n int
+	if err := q.do(ctx, releaseScript.Cmd(&n, q.k.releaseKeys, args...)); err != nil {
+		return 0, fmt.Errorf("prioq: release %d messages of %q: %w", len(msgs), q.name, err)
+	}
+	return n, nil
+}
