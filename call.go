@@ -33,6 +33,11 @@ func isReply(err error) bool {
 	return errors.As(err, &se) || errors.As(err, &be)
 }
 
+// blockMargin is how much longer than its server-side timeout prioq waits for
+// a blocking call before it gives up on it (the connection is then closed, so
+// the server stops waiting too).
+const blockMargin = 2 * time.Second
+
 // abandonGrace is how long do still waits for a call after its ctx ended:
 // radix returns promptly with a reply that was on its way (it waits for its
 // reader), and for a blocking pop that reply is a message.
@@ -43,8 +48,8 @@ const abandonGrace = 250 * time.Millisecond
 var errAbandoned = errors.New("redis call abandoned at its deadline")
 
 // do runs a on q's client with ctx, adding CallTimeout when ctx has no deadline.
-func (q *Queue) do(ctx context.Context, a radix.Action) error {
-	return doBounded(ctx, q.c, q.cfg.CallTimeout, a)
+func (s *shard) do(ctx context.Context, a radix.Action) error {
+	return doBounded(ctx, s.c, s.cfg.CallTimeout, a)
 }
 
 // doBounded runs a on c and returns when it returns or, at the latest,
@@ -79,8 +84,8 @@ func doBounded(ctx context.Context, c Client, timeout time.Duration, a radix.Act
 // have every write made so far (this one included), up to WaitTimeout. When
 // fewer confirm, or WAIT fails, the write has still been made: write returns
 // an error wrapping ErrNotReplicated, and a's receivers hold its reply.
-func (q *Queue) write(ctx context.Context, a radix.Action) error {
-	err, notRepl := q.writeWait(ctx, a)
+func (s *shard) write(ctx context.Context, a radix.Action) error {
+	err, notRepl := s.writeWait(ctx, a)
 	if err != nil {
 		return err
 	}
@@ -92,22 +97,22 @@ func (q *Queue) write(ctx context.Context, a radix.Action) error {
 // the others wrote nothing, so WAIT is sent after it too. It returns a's
 // error and, apart, the replication verdict (nil, or wrapping
 // ErrNotReplicated); without WaitReplicas the verdict is nil.
-func (q *Queue) writeWait(ctx context.Context, a radix.Action) (err, notRepl error) {
-	want := q.cfg.WaitReplicas
+func (s *shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl error) {
+	want := s.cfg.WaitReplicas
 	if want <= 0 {
-		return q.do(ctx, a), nil
+		return s.do(ctx, a), nil
 	}
 	var got int
 	var aErr error
 	wrote := false
-	err = q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
+	err = s.do(ctx, radix.WithConn(s.k.meta, func(ctx context.Context, conn radix.Conn) error {
 		if aErr = conn.Do(ctx, a); aErr != nil && !isReply(aErr) {
 			return aErr
 		}
 		wrote = true
 		// Rounded up: "WAIT n 0" would wait forever (Open refuses a
 		// WaitTimeout under MinDuration anyway).
-		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(leaseMs(q.cfg.WaitTimeout))))
+		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(leaseMs(s.cfg.WaitTimeout))))
 	}))
 	switch {
 	case errors.Is(err, errAbandoned):
@@ -117,7 +122,7 @@ func (q *Queue) writeWait(ctx context.Context, a radix.Action) (err, notRepl err
 	case err != nil:
 		return err, nil
 	case got < want:
-		return aErr, fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, q.cfg.WaitTimeout)
+		return aErr, fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, s.cfg.WaitTimeout)
 	}
 	return aErr, nil
 }

@@ -27,8 +27,7 @@ import (
 // for how long a merged call runs). Every caller gets only its own result: a
 // combined call never reports one caller's outcome to another.
 type coalescer[T, R any] struct {
-	run      func(ctx context.Context, items []T) []R // one result per item, in order
-	size     func(T) int                              // bytes an item adds to a call
+	size     func(T) int // bytes an item adds to a call
 	maxItems int
 	maxBytes int
 	timeout  time.Duration
@@ -41,26 +40,28 @@ type coalescer[T, R any] struct {
 
 type coalesced[T, R any] struct {
 	item     T
-	fail     func(error) R // its result for an error: do's canceled
-	deadline time.Time     // the caller's
+	run      func(ctx context.Context, items []T) []R // the call: one result per item, in order
+	fail     func(error) R                            // its result for an error: do's canceled
+	deadline time.Time                                // the caller's
 	res      R
 	sent     bool
 	done     chan struct{}
 }
 
-// do makes item's call, alone or merged with others, and returns its result.
+// do makes item's call with run (each caller of one coalescer passes the
+// same), alone or merged with others, and returns its result.
 // When ctx ends first it returns canceled(ctx.Err()); with keepSent, only
 // while the item is unsent: once sent, it waits for the result (a take's
 // leased messages must reach their asker), and a lone call runs without ctx's
 // cancellation.
-func (c *coalescer[T, R]) do(ctx context.Context, item T, canceled func(error) R) R {
+func (c *coalescer[T, R]) do(ctx context.Context, item T, run func(context.Context, []T) []R, canceled func(error) R) R {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
 	deadline, _ := ctx.Deadline()
-	w := &coalesced[T, R]{item: item, fail: canceled, deadline: deadline, done: make(chan struct{})}
+	w := &coalesced[T, R]{item: item, run: run, fail: canceled, deadline: deadline, done: make(chan struct{})}
 	c.mu.Lock()
 	if !c.busy {
 		c.busy = true
@@ -171,7 +172,7 @@ func (c *coalescer[T, R]) send(ctx context.Context, batch []*coalesced[T, R]) {
 	for i, w := range batch {
 		items[i] = w.item
 	}
-	res := c.run(ctx, items)
+	res := batch[0].run(ctx, items)
 	for i, w := range batch {
 		if len(res) == len(batch) {
 			w.res = res[i]

@@ -70,9 +70,9 @@ func isBusy[T, R any](c *coalescer[T, R]) func() bool {
 // takesBusy reports whether a take of the default lease is in flight.
 func takesBusy(q *Queue) func() bool {
 	return func() bool {
-		q.takes.mu.Lock()
-		tc := q.takes.byLease[DefaultLease]
-		q.takes.mu.Unlock()
+		sh(q).takes.mu.Lock()
+		tc := sh(q).takes.byLease[DefaultLease]
+		sh(q).takes.mu.Unlock()
 		return tc != nil && isBusy(tc)()
 	}
 }
@@ -88,7 +88,7 @@ func TestConcurrentEnqueuesShareRoundTrips(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: Levels(3), Mode: mode})
 			before := commandCalls(t, ctl)
 			pauseWrites(t, ctl, 500*time.Millisecond)
-			first := startHeld(t, ctl, isBusy(q.plain), func() error {
+			first := startHeld(t, ctl, isBusy(sh(q).plain), func() error {
 				_, err := q.Enqueue(ctx, []byte("first"), Priority(1))
 				return err
 			})
@@ -132,7 +132,7 @@ func TestQueuedEnqueueGivenUpIsNotStored(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
 	pauseWrites(t, ctl, 500*time.Millisecond)
-	first := startHeld(t, ctl, isBusy(q.plain), func() error {
+	first := startHeld(t, ctl, isBusy(sh(q).plain), func() error {
 		_, err := q.Enqueue(ctx, []byte("first"))
 		return err
 	})
@@ -161,20 +161,20 @@ func TestConcurrentAcksShareRoundTripsAndKeepTheirFences(t *testing.T) {
 	}
 	// The first `stale` messages get a lease that runs out at once and are
 	// swept back: their deliveries are stale.
-	old, _, err := q.take(ctx, q.k.highFirst, stale, time.Millisecond)
+	old, _, err := sh(q).take(ctx, sh(q).k.highFirst, stale, time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, old, stale)
 	time.Sleep(5 * time.Millisecond)
-	back, _, _, err := q.sweep(ctx, 100)
+	back, _, _, err := sh(q).sweep(ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, stale, back)
-	live, _, err := q.take(ctx, q.k.highFirst, n, time.Minute)
+	live, _, err := sh(q).take(ctx, sh(q).k.highFirst, n, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, live, n)
 
 	callsBefore := commandCalls(t, ctl)
 	pauseWrites(t, ctl, 500*time.Millisecond)
-	first := startHeld(t, ctl, isBusy(q.acks), func() error { return live[0].Ack(ctx) })
+	first := startHeld(t, ctl, isBusy(sh(q).acks), func() error { return live[0].Ack(ctx) })
 	readsBefore := infoInt(t, ctl, "stats", "total_reads_processed")
 	all := append(append([]*Message(nil), old...), live[1:]...)
 	errs := make([]error, len(all))
@@ -280,9 +280,9 @@ func TestCloseDropsAQueuedTake(t *testing.T) {
 	queued := make(chan error, 1)
 	go func() { _, err := b.Receive(ctx); queued <- err }()
 	require.Eventually(t, func() bool {
-		q.takes.mu.Lock()
-		tc := q.takes.byLease[DefaultLease]
-		q.takes.mu.Unlock()
+		sh(q).takes.mu.Lock()
+		tc := sh(q).takes.byLease[DefaultLease]
+		sh(q).takes.mu.Unlock()
 		tc.mu.Lock()
 		defer tc.mu.Unlock()
 		return len(tc.pending) == 1

@@ -4,15 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
-	"time"
 )
-
-// blockMargin is how much longer than its server-side timeout prioq waits for
-// a blocking call before it gives up on it (the connection is then closed, so
-// the server stops waiting too).
-const blockMargin = 2 * time.Second
 
 // Consumer takes messages from one queue. Receive, ReceiveBatch and Run may be
 // called from several goroutines; they share one fetch in progress at a time,
@@ -20,17 +13,20 @@ const blockMargin = 2 * time.Second
 // once (its fetch and its promoter's wait). Size a radix pool for 2 per
 // consumer plus what the rest of the program uses.
 //
-// A consumer runs these parts, each in a file of its name:
+// A consumer runs these parts, each in a file of its name with the Redis calls
+// it makes:
 //   - the fetcher: one fetch at a time for Receive, ReceiveBatch and Run (a
-//     take, or a blocking pop, and the wait for a wake-up in between); an
-//     AtLeastOnce take is merged with the queue's other consumers' takes in
-//     flight (without Weights, same Lease: see Queue);
+//     take, or a blocking pop, and the wait for a wake-up in between), and
+//     the give-back of what it fetched but never handed out; an AtLeastOnce
+//     take is merged with the queue's other consumers' takes in flight
+//     (without Weights, same Lease: see take.go);
 //   - the promoter, unless NoPromoter: moves due delayed messages into their
 //     lanes, sleeping until the next due time;
 //   - the sweeper (AtLeastOnce): gives expired leases back to their lanes;
+//   - Run's workers (run.go), when Run is called.
 //
 // Acks (Run's included) are merged queue-wide with the acks in flight at the
-// same time, by the Queue.
+// same time (lease.go).
 //
 // The promoter and the sweeper start with the consumer. Close stops them in
 // this order: no fetch starts any more; the wake-up wait, the promoter and the
@@ -40,15 +36,14 @@ const blockMargin = 2 * time.Second
 // bounded by Close's ctx. A take queued behind another consumer's and not sent
 // yet is dropped at once; one sent is waited for, and what it took given back.
 type Consumer struct {
-	q            *Queue
-	cfg          ConsumerConfig
-	blockTimeout string // cfg.BlockTimeout in seconds, as Redis takes it
+	q   *Queue
+	cfg ConsumerConfig
 
 	bg     context.Context // ends on Close: background work and AtLeastOnce waits
 	stop   context.CancelFunc
 	bgDone sync.WaitGroup
 
-	fetcher fetcher
+	fetcher *fetcher
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
@@ -59,8 +54,8 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	cfg = cfg.withDefaults(q.cfg.Mode)
 	if cfg.Weights != nil {
-		if len(cfg.Weights) != len(q.k.lanes) {
-			return nil, fmt.Errorf("%w: %d weights for %d lanes", ErrInvalidOption, len(cfg.Weights), len(q.k.lanes))
+		if n := q.cfg.Layout.lanes(); len(cfg.Weights) != n {
+			return nil, fmt.Errorf("%w: %d weights for %d lanes", ErrInvalidOption, len(cfg.Weights), n)
 		}
 		for _, w := range cfg.Weights {
 			if w < 0 {
@@ -68,15 +63,15 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			}
 		}
 	}
-	c := &Consumer{q: q, cfg: cfg, blockTimeout: strconv.FormatFloat(cfg.BlockTimeout.Seconds(), 'f', -1, 64)}
-	c.fetcher.c = c
+	c := &Consumer{q: q, cfg: cfg}
 	c.bg, c.stop = context.WithCancel(context.Background())
+	c.fetcher = newFetcher(q.s, &c.cfg, c.bg, c.report)
 	if !cfg.NoPromoter {
-		p := &promoter{c: c}
+		p := &promoter{s: q.s, cfg: &c.cfg, report: c.report}
 		c.goBackground(p.run)
 	}
 	if q.cfg.Mode == AtLeastOnce {
-		s := &sweeper{c: c}
+		s := &sweeper{s: q.s, cfg: &c.cfg, report: c.report}
 		c.goBackground(s.run)
 	}
 	return c, nil
@@ -171,7 +166,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		gave := make(chan error, 1)
 		go func() {
 			defer cancel()
-			err := c.putBack(gctx, held)
+			err := c.fetcher.giveBack(gctx, held)
 			if err != nil && ctx.Err() != nil {
 				c.report(err) // Close returned already: this is the only place to say it
 			}
@@ -193,34 +188,4 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
-// between checks that the queue's meta key is still there.
-const metaEvery = 6
-
-// keepMeta puts the queue's meta key back if a restart without persistence
-// lost it (open.lua writes it only when it is missing), so that Open keeps
-// refusing a different configuration: every few rounds of the sweeper
-// (AtLeastOnce) or of the promoter (AtMostOnce). A failure (a different
-// configuration stored meanwhile, a full Redis) is reported and left to the
-// next time.
-func (c *Consumer) keepMeta(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
-	defer cancel()
-	if err := c.q.writeMeta(cctx); err != nil && ctx.Err() == nil {
-		c.report(err)
-	}
 }

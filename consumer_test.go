@@ -37,7 +37,7 @@ func TestCloseReturnsAfterThePopGaveBack(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, <-closed)
 		var n int
-		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", q.k.lanes[0])))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
 		require.Equal(t, 1, n, "run %d: Close returned before the popped message was back", i)
 	}
 }
@@ -60,7 +60,7 @@ func TestPutBackKeepsOrder(t *testing.T) {
 				held, err := cons.ReceiveBatch(ctx, 5)
 				require.NoError(t, err)
 				require.Len(t, held, 5)
-				require.NoError(t, cons.putBack(ctx, held))
+				require.NoError(t, cons.fetcher.giveBack(ctx, held))
 				peek, err := q.Peek(ctx, 10)
 				require.NoError(t, err)
 				var got []string

@@ -28,7 +28,7 @@ func TestDeadLetterOfUnknownLaneIsNotRequeued(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(2)})
 	_, err := q.Enqueue(ctx, []byte("x"), ID("g"), Priority(1))
 	require.NoError(t, err)
-	got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
@@ -37,11 +37,11 @@ func TestDeadLetterOfUnknownLaneIsNotRequeued(t *testing.T) {
 	// time keeps '|' out of its bytes.
 	env := (&envelope{ID: "g", CallerID: true, Priority: 1, EnqueuedMs: 1_700_000_000_000, Payload: []byte("x")}).encode()
 	require.False(t, strings.Contains(string(env), "|"))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", q.k.inflight, got[0].token, string(env))))
-	require.NoError(t, q.failToken(ctx, got[0].token, 0, "boom", "retry"))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.inflight, got[0].token, string(env))))
+	require.NoError(t, failTok(sh(q), ctx, got[0].token, 0, "boom", "retry"))
 
 	var before []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&before, "LRANGE", q.k.dead, "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&before, "LRANGE", sh(q).k.dead, "0", "-1")))
 	require.Len(t, before, 1)
 	require.True(t, strings.HasSuffix(before[0], string(env)), "the burial keeps the record's bytes")
 
@@ -54,7 +54,7 @@ func TestDeadLetterOfUnknownLaneIsNotRequeued(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 0}, st.Lanes, "nothing was requeued")
 	var after []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&after, "LRANGE", q.k.dead, "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&after, "LRANGE", sh(q).k.dead, "0", "-1")))
 	assert.Equal(t, before, after, "the dead letter stays byte for byte")
 
 	n, err = q.PurgeDead(ctx)
@@ -70,9 +70,9 @@ func damageDelayed(t *testing.T, q *Queue, id string, edit func(string) string) 
 	t.Helper()
 	ctx := context.Background()
 	var rec string
-	require.NoError(t, q.c.Do(ctx, radix.Cmd(&rec, "HGET", q.k.dstore, id)))
+	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.dstore, id)))
 	require.NotEmpty(t, rec)
-	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "HSET", q.k.dstore, id, edit(rec))))
+	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.dstore, id, edit(rec))))
 }
 
 // Cancel of a delayed message whose record does not parse removes its member
@@ -99,7 +99,7 @@ func TestCancelOfDamagedDelayedRecordRemovesItsMember(t *testing.T) {
 	_, err = q.Enqueue(ctx, []byte("later"), ID("bad-lane"), Delay(time.Hour))
 	require.NoError(t, err)
 	time.Sleep(400 * time.Millisecond) // the cancelled message's due time passes
-	moved, _, _, err := q.promote(ctx)
+	moved, _, _, err := sh(q).promote(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 0, moved, "the new message is not promoted at the cancelled one's due time")
 	st, err = q.Stats(ctx)
@@ -119,7 +119,7 @@ func TestPurgeReleasesIDOfDamagedDelayedRecord(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.Enqueue(ctx, []byte("y"), ID("kept-in-flight"))
 	require.NoError(t, err)
-	got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	damageDelayed(t, q, "p", func(r string) string { return "9" + r[strings.Index(r, "|"):] })
@@ -148,7 +148,7 @@ func TestDeadLetterOfDamagedDelayedRecordKeepsItsID(t *testing.T) {
 			require.NoError(t, err)
 			damageDelayed(t, q, "p|q", func(r string) string { return "9" + r[strings.Index(r, "|"):] })
 			time.Sleep(100 * time.Millisecond)
-			_, _, _, err = q.promote(ctx)
+			_, _, _, err = sh(q).promote(ctx)
 			require.NoError(t, err)
 
 			dead, err := q.DeadLetters(ctx, 0, 10)

@@ -38,20 +38,24 @@ func (q *Queue) DeadLetters(ctx context.Context, start, n int) ([]DeadLetter, er
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: DeadLetters(%d, %d)", ErrInvalidOption, start, n)
 	}
-	n = min(n, MaxBatch)
+	return q.s.deadLetters(ctx, start, min(n, MaxBatch))
+}
+
+// deadLetters is DeadLetters of one shard (n ≤ MaxBatch).
+func (s *shard) deadLetters(ctx context.Context, start, n int) ([]DeadLetter, error) {
 	end := start + n - 1
 	if end < start { // start is near math.MaxInt: no list is that long
 		end = math.MaxInt
 	}
 	var recs [][]byte
-	if err := q.do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, strconv.Itoa(start), strconv.Itoa(end))); err != nil {
-		return nil, fmt.Errorf("prioq: dead letters of %q: %w", q.name, err)
+	if err := s.do(ctx, radix.Cmd(&recs, "LRANGE", s.k.dead, strconv.Itoa(start), strconv.Itoa(end))); err != nil {
+		return nil, fmt.Errorf("prioq: dead letters of %q: %w", s.name, err)
 	}
 	out := make([]DeadLetter, 0, len(recs))
 	for _, r := range recs {
 		d, err := parseDead(r)
 		if err != nil {
-			return out, fmt.Errorf("prioq: dead letters of %q: %w", q.name, err)
+			return out, fmt.Errorf("prioq: dead letters of %q: %w", s.name, err)
 		}
 		out = append(out, d)
 	}
@@ -114,10 +118,10 @@ func unknownLaneStarts(body []byte) []int {
 	return starts
 }
 
-func (q *Queue) deadOp(ctx context.Context, op, id string) (int64, error) {
+func (s *shard) deadOp(ctx context.Context, op, id string) (int64, error) {
 	var n int64
-	if err := q.do(ctx, deadScript.Cmd(&n, q.k.deadKeys, op, id, q.kind(), q.armFlag())); err != nil {
-		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, q.name, err)
+	if err := s.do(ctx, deadScript.Cmd(&n, s.k.deadKeys, op, id, s.kind(), s.armFlag())); err != nil {
+		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, s.name, err)
 	}
 	return n, nil
 }
@@ -133,7 +137,7 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	n, err := q.deadOp(ctx, deadRequeue, id)
+	n, err := q.s.deadOp(ctx, deadRequeue, id)
 	switch {
 	case err != nil:
 	case n == 0:
@@ -150,12 +154,12 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 // trip. Cancelling ctx abandons the call; the requeue then happened whole or
 // not at all.
 func (q *Queue) RequeueAllDead(ctx context.Context) (int64, error) {
-	return q.deadOp(ctx, deadRequeue, "")
+	return q.s.deadOp(ctx, deadRequeue, "")
 }
 
 // PurgeDead deletes every dead message, releasing their caller ids, and returns
 // how many. One round trip. Cancelling ctx abandons the call; the purge then
 // happened whole or not at all.
 func (q *Queue) PurgeDead(ctx context.Context) (int64, error) {
-	return q.deadOp(ctx, deadPurge, "")
+	return q.s.deadOp(ctx, deadPurge, "")
 }

@@ -77,7 +77,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 40; j++ {
-				_, _, _, err := q.promote(ctx)
+				_, _, _, err := sh(q).promote(ctx)
 				assert.NoError(t, err)
 				time.Sleep(2 * time.Millisecond)
 			}
@@ -85,7 +85,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for {
-		moved, _, _, err := q.promote(ctx)
+		moved, _, _, err := sh(q).promote(ctx)
 		require.NoError(t, err)
 		if moved == 0 {
 			break
@@ -126,7 +126,7 @@ func TestEqualDueTimesKeepEnqueueOrder(t *testing.T) {
 				require.NoError(t, err)
 				want = append(want, id)
 			}
-			moved, _, _, err := q.promoteAt(ctx, fmtInt(time.Now().Add(2*time.Hour).UnixMilli()))
+			moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(2*time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			require.Equal(t, len(want), moved)
 			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})

@@ -19,7 +19,11 @@ import (
 // Callers wait on the fetch or their own ctx, whichever ends first, so a
 // caller that gives up takes nothing, and nothing already taken is dropped.
 type fetcher struct {
-	c *Consumer
+	s            *shard
+	cfg          *ConsumerConfig // its consumer's
+	bg           context.Context // its consumer's: ends on Close
+	report       func(error)
+	blockTimeout string // cfg.BlockTimeout in seconds, as Redis takes it
 
 	mu      sync.Mutex
 	held    []*Message    // fetched but not handed out yet
@@ -34,6 +38,11 @@ type fetcher struct {
 	broken map[string]bool
 }
 
+func newFetcher(s *shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
+	return &fetcher{s: s, cfg: cfg, bg: bg, report: report,
+		blockTimeout: strconv.FormatFloat(cfg.BlockTimeout.Seconds(), 'f', -1, 64)}
+}
+
 func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 	for {
 		f.mu.Lock()
@@ -46,7 +55,7 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 			out := append([]*Message(nil), f.held[:k]...)
 			f.held = f.held[k:]
 			f.mu.Unlock()
-			f.c.releaseIDs(ctx, out)
+			f.releaseIDs(ctx, out)
 			return out, nil
 		}
 		if f.running == nil {
@@ -111,10 +120,10 @@ func (f *fetcher) takeHeld() []*Message {
 // a message popped in that instant would be lost. Each fetch ends by itself
 // within BlockTimeout, or at its calls' deadlines when Redis does not answer.
 func (f *fetcher) fetch(done chan struct{}, n int) {
-	c := f.c
+	c, q := f, f.s
 	var msgs []*Message
 	var err error
-	if c.q.cfg.Mode == AtLeastOnce {
+	if q.cfg.Mode == AtLeastOnce {
 		msgs, err = f.fetchLeased(n)
 	} else {
 		msgs, err = f.fetchPopped(n)
@@ -129,8 +138,8 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 		f.held = nil
 		f.mu.Unlock()
 		if len(giveBack) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), c.q.cfg.CallTimeout)
-			if err := c.putBack(ctx, giveBack); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+			if err := f.giveBack(ctx, giveBack); err != nil {
 				c.report(err)
 			}
 			cancel()
@@ -150,11 +159,11 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 // laneOrder returns the lane keys in the order to serve them this fetch:
 // the queue's fixed highest-first list, or a weighted draw.
 func (f *fetcher) laneOrder() []string {
-	c := f.c
+	c, q := f, f.s
 	if c.cfg.Weights == nil {
-		return c.q.k.highFirst
+		return q.k.highFirst
 	}
-	n := len(c.q.k.lanes)
+	n := len(q.k.lanes)
 	order := make([]string, 0, n)
 	// Weighted draw without replacement, then the zero-weight lanes, highest first.
 	w := append([]int(nil), c.cfg.Weights...)
@@ -166,7 +175,7 @@ func (f *fetcher) laneOrder() []string {
 		r := rand.IntN(total)
 		for i := n - 1; i >= 0; i-- {
 			if r < w[i] {
-				order = append(order, c.q.k.lanes[i])
+				order = append(order, q.k.lanes[i])
 				total -= w[i]
 				w[i] = 0
 				break
@@ -176,7 +185,7 @@ func (f *fetcher) laneOrder() []string {
 	}
 	for i := n - 1; i >= 0; i-- {
 		if c.cfg.Weights[i] == 0 {
-			order = append(order, c.q.k.lanes[i])
+			order = append(order, q.k.lanes[i])
 		}
 	}
 	return order
@@ -199,7 +208,7 @@ var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...str
 // others (looking at the broken ones again on every later fetch, so a mended
 // lane is served again).
 func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
-	c, q := f.c, f.c.q
+	c, q := f, f.s
 	if len(f.broken) > 0 {
 		if err := f.findBroken(); err != nil {
 			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
@@ -229,9 +238,9 @@ func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
 			continue
 		}
-		m := newMessage(e)
+		m := newMessage(e, q)
 		m.Attempts = 0
-		m.q, m.raw, m.lane = q, b, lane
+		m.raw, m.lane = b, lane
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
@@ -241,7 +250,7 @@ func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
 // with a deadline of its own: abandoning a blocking pop early would close its
 // connection, and a message popped in that instant would be lost.
 func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
-	c, q := f.c, f.c.q
+	c, q := f, f.s
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
 	defer cancel()
 	keys, timeout := f.laneOrder(), c.blockTimeout
@@ -289,7 +298,7 @@ func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 // findBroken asks the type of every lane key in one round trip and records
 // which ones hold the wrong type, reporting each newly broken one.
 func (f *fetcher) findBroken() error {
-	c, q := f.c, f.c.q
+	c, q := f, f.s
 	lanes := q.k.lanes
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
 	defer cancel()
@@ -329,7 +338,7 @@ func (f *fetcher) findBroken() error {
 // marker is only a hint, and a marker lost with the closed connection is put
 // back.
 func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
-	c, q := f.c, f.c.q
+	c, q := f, f.s
 	take := func() ([]*Message, error) {
 		if c.cfg.Weights == nil {
 			// The queue's fixed order: merged with its other consumers' takes.
@@ -376,8 +385,9 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 // SREM) goes on with a deadline of its own after the messages are returned.
 // If that fails too, the id stays taken until Purge; the error goes to
 // OnError.
-func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
-	if c.q.cfg.Mode != AtMostOnce {
+func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
+	c, q := f, f.s
+	if q.cfg.Mode != AtMostOnce {
 		return
 	}
 	var ids []string
@@ -389,7 +399,6 @@ func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
 	if len(ids) == 0 {
 		return
 	}
-	q := c.q
 	release := func(ctx context.Context) error {
 		return q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...))
 	}
@@ -410,18 +419,22 @@ func (c *Consumer) releaseIDs(ctx context.Context, msgs []*Message) {
 	}()
 }
 
-// putBack gives held messages back in one round trip: AtLeastOnce ones with
+// giveBack gives held messages back in one round trip: AtLeastOnce ones with
 // release.lua (not a write that WAITs for replicas: it acknowledges nothing),
 // AtMostOnce ones to the head of their lanes in one pipeline. An AtMostOnce
 // message held keeps its caller id reserved until it is handed out (see
 // fetcher.receive), so putting it back needs no id.
-func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
+func (f *fetcher) giveBack(ctx context.Context, held []*Message) error {
 	if len(held) == 0 {
 		return nil
 	}
-	q := c.q
+	q := f.s
 	if q.cfg.Mode == AtLeastOnce {
-		if _, err := q.release(ctx, held); err != nil {
+		tokens := make([]string, len(held))
+		for i, m := range held {
+			tokens[i] = m.token
+		}
+		if _, err := q.release(ctx, tokens); err != nil {
 			return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
 		}
 		return nil
@@ -453,6 +466,6 @@ func (c *Consumer) putBack(ctx context.Context, held []*Message) error {
 	if len(lost) == 0 {
 		return nil
 	}
-	c.releaseIDs(ctx, lost)
+	f.releaseIDs(ctx, lost)
 	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), err)
 }

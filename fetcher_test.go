@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -40,9 +41,9 @@ func TestWeightedOrderDoesNotStarve(t *testing.T) {
 // with a weight come first in a weighted draw, then the others highest first.
 func TestLaneOrder(t *testing.T) {
 	q := pureQueue(Config{Layout: Levels(4)})
-	l := q.k.lanes
+	l := sh(q).k.lanes
 	order := func(w []int) []string {
-		f := &fetcher{c: &Consumer{q: q, cfg: ConsumerConfig{Weights: w}}}
+		f := newFetcher(sh(q), &ConsumerConfig{Weights: w}, context.Background(), nil)
 		return f.laneOrder()
 	}
 	assert.Equal(t, []string{l[3], l[2], l[1], l[0]}, order(nil))

@@ -89,12 +89,12 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 func existingKeys(t testing.TB, q *Queue) []string {
 	t.Helper()
 	var out []string
-	for _, k := range q.k.all() {
-		if k == q.k.meta {
+	for _, k := range sh(q).k.all() {
+		if k == sh(q).k.meta {
 			continue
 		}
 		var n int
-		require.NoError(t, q.c.Do(context.Background(), radix.Cmd(&n, "EXISTS", k)))
+		require.NoError(t, sh(q).c.Do(context.Background(), radix.Cmd(&n, "EXISTS", k)))
 		if n == 1 {
 			out = append(out, k)
 		}
@@ -204,4 +204,14 @@ func commandCalls(t testing.TB, c radix.Client) map[string]int {
 		}
 	}
 	return out
+}
+
+// sh is the queue's shard, for tests that look at its keys or make its calls.
+func sh(q *Queue) *shard { return q.s }
+
+// failTok runs fail.lua on the delivery of token (as a consumer's Retry or
+// dead-lettering would) and returns its error only.
+func failTok(s *shard, ctx context.Context, token string, after time.Duration, reason, op string) error {
+	_, err := s.fail(ctx, token, after, reason, op)
+	return err
 }

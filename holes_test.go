@@ -54,11 +54,11 @@ func TestCallerIDCannotTakeALiveGeneratedID(t *testing.T) {
 				require.NoError(t, err)
 				switch state {
 				case "in flight", "dead":
-					got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+					got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 					require.NoError(t, err)
 					require.Len(t, got, 1)
 					if state == "dead" {
-						require.NoError(t, q.fail(ctx, got[0], 0, "boom", failDead))
+						require.NoError(t, got[0].fail(ctx, 0, "boom", failDead))
 					}
 				}
 				_, err = q.Enqueue(ctx, []byte("B"), ID(a), Delay(1500*time.Millisecond))
@@ -96,7 +96,7 @@ func sendLegacy(t *testing.T, q *Queue, payload string, due string) {
 	require.NoError(t, err)
 	e.ID = legacyID
 	p.env = e.encode()
-	res, err := q.send(context.Background(), []prepared{p})
+	res, err := sh(q).send(context.Background(), []prepared{p})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 }
@@ -114,7 +114,7 @@ func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(time.Second))
 			require.ErrorIs(t, err, ErrDuplicate, "the delayed record of the earlier message holds the id")
 			var rec string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", q.k.dstore, legacyID)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.dstore, legacyID)))
 			assert.True(t, strings.HasSuffix(rec, "A"), "A's record is intact")
 		})
 		t.Run(l.name+"/retry", func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
 			sendLegacy(t, q, "A", "")
 			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(400*time.Millisecond))
 			require.NoError(t, err, "nothing delayed holds the id: the caller's message is stored")
-			got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, got, 1)
 			require.NoError(t, got[0].Retry(ctx, 200*time.Millisecond, "again"))
@@ -190,12 +190,12 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte{'a' + byte(i)}, Priority(int64(i*100)))
 			require.NoError(t, err)
 		}
-		got, _, err := q.take(ctx, q.k.highFirst, 4, 20*time.Millisecond)
+		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, 20*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, got, 4)
 		var rec string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", q.k.inflight, got[1].token)))
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", q.k.inflight, got[1].token, damageScore(rec))))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.inflight, got[1].token)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.inflight, got[1].token, damageScore(rec))))
 		return got
 	}
 	counts := func(t *testing.T, q *Queue) (ready, inflight, dead int64) {
@@ -208,7 +208,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 		q := openQueue(t, c, Config{Layout: lay})
 		inFlight(t, q)
 		time.Sleep(50 * time.Millisecond)
-		_, _, _, err := q.sweep(ctx, 100)
+		_, _, _, err := sh(q).sweep(ctx, 100)
 		require.NoError(t, err)
 		ready, inflight, dead := counts(t, q)
 		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
@@ -219,7 +219,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: lay})
 			got := inFlight(t, q)
 			for _, m := range got {
-				_, err := q.finishToken(ctx, m.token, 0, "x", op)
+				_, err := sh(q).fail(ctx, m.token, 0, "x", op)
 				require.NoError(t, err)
 			}
 			ready, inflight, dead := counts(t, q)
@@ -235,7 +235,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 		q := openQueue(t, c, Config{Layout: lay})
 		got := inFlight(t, q)
 		cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-		_ = cons.putBack(ctx, got)
+		_ = cons.fetcher.giveBack(ctx, got)
 		ready, inflight, dead := counts(t, q)
 		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
 	})
@@ -247,7 +247,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			require.NoError(t, err)
 		}
 		damageDelayed(t, q, "b", damageScore)
-		moved, _, _, err := q.promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+		moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
 		require.NoError(t, err)
 		assert.Equal(t, 3, moved)
 		st, err := q.Stats(ctx)
@@ -261,15 +261,15 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("d"), ID(string(rune('a'+i))), Priority(int64(i)))
 			require.NoError(t, err)
 		}
-		got, _, err := q.take(ctx, q.k.highFirst, 4, time.Minute)
+		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
 		require.NoError(t, err)
 		for _, m := range got {
-			require.NoError(t, q.fail(ctx, m, 0, "x", failDead))
+			require.NoError(t, m.fail(ctx, 0, "x", failDead))
 		}
 		var recs []string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&recs, "LRANGE", q.k.dead, "0", "-1")))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&recs, "LRANGE", sh(q).k.dead, "0", "-1")))
 		require.Len(t, recs, 4)
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "LSET", q.k.dead, "1", damageScore(recs[1]))))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "LSET", sh(q).k.dead, "1", damageScore(recs[1]))))
 		damaged := got[1].ID
 		err = q.RequeueDead(ctx, damaged)
 		assert.ErrorIs(t, err, ErrCorrupt)
@@ -364,13 +364,13 @@ func TestRedeliveryKeepsAgeOrder(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			ids := []string{"a", "b", "c"}
 			enqueueIDs(ctx, t, q, ids...)
-			older, _, err := q.take(ctx, q.k.highFirst, 1, 50*time.Millisecond)
+			older, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, 50*time.Millisecond)
 			require.NoError(t, err)
-			_, _, err = q.take(ctx, q.k.highFirst, 1, 50*time.Millisecond)
+			_, _, err = sh(q).take(ctx, sh(q).k.highFirst, 1, 50*time.Millisecond)
 			require.NoError(t, err)
 			require.NoError(t, older[0].Extend(ctx, 100*time.Millisecond))
 			time.Sleep(150 * time.Millisecond)
-			_, _, _, err = q.sweep(ctx, 100)
+			_, _, _, err = sh(q).sweep(ctx, 100)
 			require.NoError(t, err)
 			assert.Equal(t, ids, liveIDs(t, q))
 		})
@@ -381,11 +381,11 @@ func TestRedeliveryKeepsAgeOrder(t *testing.T) {
 				ids := []string{"a", "b", "c"}
 				enqueueIDs(ctx, t, q, ids...)
 				for range 2 {
-					_, _, err := q.take(ctx, q.k.highFirst, 1, 2*time.Millisecond)
+					_, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, 2*time.Millisecond)
 					require.NoError(t, err)
 				}
 				time.Sleep(5 * time.Millisecond)
-				_, _, _, err := q.sweep(ctx, 100)
+				_, _, _, err := sh(q).sweep(ctx, 100)
 				require.NoError(t, err)
 				require.Equal(t, ids, liveIDs(t, q), "run %d", run)
 				_, err = q.Purge(ctx)
@@ -409,7 +409,7 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 				ctx := ctxT(t, 10*time.Second)
 				var logged lockedBuffer
 				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.k.lanes[2], "not a lane")))
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
 				var errs atomic.Int64
 				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 200 * time.Millisecond,
 					OnError: func(error) { errs.Add(1) }})
@@ -451,12 +451,12 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			enqueueIDs(ctx, t, q, "a")
 			_, err := q.Enqueue(ctx, []byte("hi"), ID("hi"), Priority(laneTop(l.layout, 2)))
 			require.NoError(t, err)
-			got, _, err := q.take(ctx, q.k.highFirst, 2, 10*time.Millisecond)
+			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, 10*time.Millisecond)
 			require.NoError(t, err)
 			require.Len(t, got, 2)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.k.lanes[2], "not a lane")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
 			time.Sleep(30 * time.Millisecond)
-			_, _, _, err = q.sweep(ctx, 100)
+			_, _, _, err = sh(q).sweep(ctx, 100)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"a"}, liveIDs(t, q))
 			dead, err := q.DeadLetters(ctx, 0, 10)
@@ -470,7 +470,7 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			err = q.RequeueDead(ctx, "hi")
 			assert.ErrorIs(t, err, ErrCorrupt)
 			assert.ErrorContains(t, err, "wrong type")
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.lanes[2])))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[2])))
 			require.NoError(t, q.RequeueDead(ctx, "hi"))
 			assert.Equal(t, []string{"hi", "a"}, liveIDs(t, q))
 		})
@@ -481,8 +481,8 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			require.NoError(t, err)
 			_, err = q.Enqueue(ctx, []byte("hi"), ID("hi"), Delay(time.Minute), Priority(laneTop(l.layout, 2)))
 			require.NoError(t, err)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.k.lanes[2], "not a lane")))
-			moved, _, _, err := q.promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+			moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			assert.Equal(t, 1, moved)
 			assert.Equal(t, []string{"lo"}, liveIDs(t, q))
@@ -522,8 +522,8 @@ func TestAtMostOnceGiveBackIntoABrokenLane(t *testing.T) {
 		require.NoError(t, err)
 		held = append(held, m)
 	}
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.k.lanes[2], "not a lane")))
-	err = cons.putBack(ctx, held)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+	err = cons.fetcher.giveBack(ctx, held)
 	assert.ErrorContains(t, err, "1 of 2 messages lost")
 	assert.Equal(t, []string{"lo"}, liveIDs(t, q))
 	_, err = q.Enqueue(ctx, []byte("again"), ID("hi"), Priority(1))
@@ -618,7 +618,7 @@ func TestCloseGivesBackInOneRoundTripWithoutWaitingForReplicas(t *testing.T) {
 	cons.fetcher.mu.Lock()
 	cons.fetcher.held = msgs
 	cons.fetcher.mu.Unlock()
-	_, err = q.release(ctx, nil) // loads the script: NOSCRIPT would count a second call
+	_, err = sh(q).release(ctx, nil) // loads the script: NOSCRIPT would count a second call
 	require.NoError(t, err)
 	before := commandCalls(t, cl)
 	start := time.Now()
@@ -687,7 +687,7 @@ func TestTinyDurationsAreRefused(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	_, err := q.Enqueue(ctx, []byte("x"))
 	require.NoError(t, err)
-	got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 	require.NoError(t, err)
 	assert.ErrorIs(t, got[0].Extend(ctx, 30), ErrInvalidOption)
 	conn, err := Dialer(DialerConfig{KeepAlive: 5 * time.Millisecond}).CustomConn(ctx, "tcp", testAddr)
@@ -702,7 +702,7 @@ func TestAckAfterAckBatchIsANoOp(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, newClient(t), Config{})
 	enqueueIDs(ctx, t, q, "a", "b", "c")
-	got, _, err := q.take(ctx, q.k.highFirst, 3, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 3, time.Minute)
 	require.NoError(t, err)
 	for _, err := range AckBatch(ctx, got...) {
 		require.NoError(t, err)
@@ -718,10 +718,10 @@ func TestDeadLettersWithAHugeCount(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, newClient(t), Config{})
 	enqueueIDs(ctx, t, q, "a", "b", "c", "d")
-	got, _, err := q.take(ctx, q.k.highFirst, 4, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
 	require.NoError(t, err)
 	for _, m := range got {
-		require.NoError(t, q.fail(ctx, m, 0, "x", failDead))
+		require.NoError(t, m.fail(ctx, 0, "x", failDead))
 	}
 	dead, err := q.DeadLetters(ctx, 2, math.MaxInt)
 	require.NoError(t, err)

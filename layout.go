@@ -46,6 +46,8 @@ func (l Layout) validate() error {
 	return fmt.Errorf("%w: unknown layout kind %d", ErrInvalidLayout, l.kind)
 }
 
+func (l Layout) isRange() bool { return l.kind == kindRange }
+
 // lanes is how many Redis keys hold ready messages.
 func (l Layout) lanes() int {
 	if l.kind == kindRange {

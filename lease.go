@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
 
+// lease.go: how a delivery's lease ends or moves. Ack (done), Retry (again
+// later, or the dead letters), Extend (more time), and, for what a closing
+// consumer never handed out, release (back untouched); each with its Redis
+// half: ack.lua or a pipeline, fail.lua, extend.lua, release.lua.
+
 func (m *Message) leased() error {
-	if m.q == nil || m.token == "" {
+	if m.s == nil || m.token == "" {
 		return fmt.Errorf("prioq: message %q: %w", m.ID, ErrWrongMode)
 	}
 	return nil
@@ -34,11 +40,11 @@ func (m *Message) Ack(ctx context.Context) error {
 	if Outcome(m.finished.Load()) == OutcomeAcked {
 		return nil // acked already: nothing to do, no round trip
 	}
-	acks := m.q.acks
+	acks := m.s.acks
 	if m.callerID {
-		acks = m.q.idAcks
+		acks = m.s.idAcks
 	}
-	err := acks.do(ctx, m, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
+	err := acks.do(ctx, m.ackReq(), m.s.ack, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
 	}
@@ -59,9 +65,9 @@ func (m *Message) Retry(ctx context.Context, after time.Duration, reason string)
 		return err
 	}
 	if after <= 0 {
-		after = m.q.cfg.Backoff(m.Attempts)
+		after = m.s.cfg.Backoff(m.Attempts)
 	}
-	return m.q.fail(ctx, m, after, reason, failRetry)
+	return m.fail(ctx, after, reason, failRetry)
 }
 
 // Extend moves the lease deadline to d from now (the Redis server's now), d at
@@ -88,7 +94,7 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	}
 	deadline := time.Now().Add(d) // no later than the server's: see take
 	var ok int
-	err := m.q.do(ctx, extendScript.Cmd(&ok, []string{m.q.k.leases}, m.token, fmtInt(leaseMs(d))))
+	err := m.s.do(ctx, extendScript.Cmd(&ok, []string{m.s.k.leases}, m.token, fmtInt(leaseMs(d))))
 	if err != nil {
 		return fmt.Errorf("prioq: extend %q: %w", m.ID, err)
 	}
@@ -118,7 +124,7 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 		if err := m.leased(); err != nil {
 			return fill(errs, err)
 		}
-		if m.q != msgs[0].q {
+		if m.s != msgs[0].s {
 			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
 		}
 		if Outcome(m.finished.Load()) != OutcomeAcked {
@@ -130,7 +136,11 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	case 1:
 		errs[at[0]] = todo[0].Ack(ctx)
 	default:
-		for i, err := range msgs[0].q.ack(ctx, todo) {
+		reqs := make([]ackReq, len(todo))
+		for i, m := range todo {
+			reqs[i] = m.ackReq()
+		}
+		for i, err := range msgs[0].s.ack(ctx, reqs) {
 			if err == nil || errors.Is(err, ErrNotReplicated) {
 				todo[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
 			}
@@ -147,7 +157,16 @@ func fill(errs []error, err error) []error {
 	return errs
 }
 
-// ack ends each message's lease in one round trip. For generated ids it is a
+// ackReq is what an ack needs of a delivery: its lease token, its message's
+// id, and whether that id is the caller's (to release).
+type ackReq struct {
+	token, id string
+	caller    bool
+}
+
+func (m *Message) ackReq() ackReq { return ackReq{token: m.token, id: m.ID, caller: m.callerID} }
+
+// ack ends each delivery's lease in one round trip. For generated ids it is a
 // pipeline of ZREM + HDEL per message, no Lua: the ZREM reply is the fence (1
 // only while this delivery's lease token is current; an expired lease was
 // re-leased under a new token, so the HDEL of an old token never touches the
@@ -156,76 +175,68 @@ func fill(errs []error, err error) []error {
 // a wrong-typed record hash, which then holds no record) is not its error.
 // Caller ids must be released only when the ack wins, which needs the ZREM's
 // answer first, so batches holding one go through ack.lua (Ack merges them
-// apart from the others: see Queue.idAcks).
-func (q *Queue) ack(ctx context.Context, msgs []*Message) []error {
-	removed := make([]int, len(msgs))
+// apart from the others: see shard.idAcks).
+func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
+	removed := make([]int, len(reqs))
+	callers := slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller })
 	var act radix.Action
-	if hasCallerID(msgs) {
-		args := make([]string, 0, 2*len(msgs))
-		for _, m := range msgs {
+	if callers {
+		args := make([]string, 0, 2*len(reqs))
+		for _, r := range reqs {
 			id := ""
-			if m.callerID {
-				id = m.ID
+			if r.caller {
+				id = r.id
 			}
-			args = append(args, m.token, id)
+			args = append(args, r.token, id)
 		}
 		// The script's reply replaces removed whole; it counts its acks itself.
-		act = ackScript.Cmd(&removed, []string{q.k.leases, q.k.inflight, q.k.ids, q.k.counts}, args...)
+		act = ackScript.Cmd(&removed, []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts}, args...)
 	} else {
 		p := radix.NewPipeline()
-		for i, m := range msgs {
+		for i, r := range reqs {
 			removed[i] = -1 // no reply yet
-			p.Append(radix.Cmd(&removed[i], "ZREM", q.k.leases, m.token))
-			p.Append(radix.Cmd(nil, "HDEL", q.k.inflight, m.token))
+			p.Append(radix.Cmd(&removed[i], "ZREM", s.k.leases, r.token))
+			p.Append(radix.Cmd(nil, "HDEL", s.k.inflight, r.token))
 		}
 		// The total for rates (Stats.Acked): a pipeline cannot make it depend
 		// on the ZREMs, so an ack that lost its lease counts too (rare: rates,
 		// not accounts).
-		p.Append(radix.Cmd(nil, "HINCRBY", q.k.counts, countAcked, strconv.Itoa(len(msgs))))
+		p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countAcked, strconv.Itoa(len(reqs))))
 		act = p
 	}
-	werr, notRepl := q.writeWait(ctx, act)
-	errs := make([]error, len(msgs))
-	if werr != nil && (!isReply(werr) || hasCallerID(msgs)) {
-		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, werr))
+	werr, notRepl := s.writeWait(ctx, act)
+	errs := make([]error, len(reqs))
+	if werr != nil && (!isReply(werr) || callers) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", s.name, werr))
 	}
-	if len(removed) != len(msgs) {
-		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", q.name, ErrScript))
+	if len(removed) != len(reqs) {
+		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", s.name, ErrScript))
 	}
-	for i, m := range msgs {
+	for i, r := range reqs {
 		switch {
 		case removed[i] < 0: // its ZREM failed (a wrong-typed leases key)
-			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, werr)
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, werr)
 		case removed[i] == 0:
-			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, ErrLeaseLost)
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, ErrLeaseLost)
 		case notRepl != nil:
-			errs[i] = fmt.Errorf("prioq: ack %q: %w", m.ID, notRepl)
+			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, notRepl)
 		}
 	}
 	return errs
 }
 
-func hasCallerID(msgs []*Message) bool {
-	for _, m := range msgs {
-		if m.callerID {
-			return true
-		}
-	}
-	return false
-}
-
 // bury moves a delivery that cannot be decoded to the dead-letter list with
 // the reason. On a Redis error the lease simply expires and the sweep retries.
-func (q *Queue) bury(ctx context.Context, token string, why error) {
-	q.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: corrupt message moved to the dead letters",
-		slog.String("queue", q.name), slog.String("token", token), slog.Any("error", why))
-	_ = q.failToken(ctx, token, 0, why.Error(), failBury)
+func (s *shard) bury(ctx context.Context, token string, why error) {
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: corrupt message moved to the dead letters",
+		slog.String("queue", s.name), slog.String("token", token), slog.Any("error", why))
+	_, _ = s.fail(ctx, token, 0, why.Error(), failBury)
 }
 
 // fail ends m's delivery with fail.lua's op (failRetry or failDead) and,
 // when it happened, records how on m.
-func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reason, op string) error {
-	code, err := q.finishToken(ctx, m.token, after, reason, op)
+func (m *Message) fail(ctx context.Context, after time.Duration, reason, op string) error {
+	code, err := m.s.fail(ctx, m.token, after, reason, op)
 	switch {
 	case code == failCodeDead:
 		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
@@ -238,11 +249,6 @@ func (q *Queue) fail(ctx context.Context, m *Message, after time.Duration, reaso
 	return nil
 }
 
-func (q *Queue) failToken(ctx context.Context, token string, after time.Duration, reason, op string) error {
-	_, err := q.finishToken(ctx, token, after, reason, op)
-	return err
-}
-
 // fail.lua's replies.
 const (
 	failCodeLost     = 0
@@ -250,13 +256,13 @@ const (
 	failCodeDead     = 2
 )
 
-// finishToken runs fail.lua and returns its reply (failCode*) and an error:
-// ErrLeaseLost for failCodeLost; with Config.WaitReplicas, ErrNotReplicated
-// beside a reply that says what was done.
-func (q *Queue) finishToken(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
+// fail runs fail.lua on the delivery of token and returns its reply
+// (failCode*) and an error: ErrLeaseLost for failCodeLost; with
+// Config.WaitReplicas, ErrNotReplicated beside a reply that says what was done.
+func (s *shard) fail(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
 	code := failCodeLost
-	err := q.write(ctx, failScript.Cmd(&code, q.k.failKeys, token,
-		fmtInt(leaseMs(after)), reason, strconv.Itoa(q.cfg.MaxAttempts), q.kind(), op))
+	err := s.write(ctx, failScript.Cmd(&code, s.k.failKeys, token,
+		fmtInt(leaseMs(after)), reason, strconv.Itoa(s.cfg.MaxAttempts), s.kind(), op))
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return failCodeLost, err
 	}
@@ -266,19 +272,15 @@ func (q *Queue) finishToken(ctx context.Context, token string, after time.Durati
 	return code, err
 }
 
-// release gives leased messages back to the head of their lanes, in their
-// order, without counting the delivery, in one round trip (release.lua), and
-// returns how many came back (a message whose lease is gone is not this
+// release gives the deliveries of tokens back to the head of their lanes, in
+// their order, without counting the delivery, in one round trip (release.lua),
+// and returns how many came back (a delivery whose lease is gone is not this
 // consumer's any more).
-func (q *Queue) release(ctx context.Context, msgs []*Message) (int, error) {
-	args := make([]string, 0, 1+len(msgs))
-	args = append(args, q.kind())
-	for _, m := range msgs {
-		args = append(args, m.token)
-	}
+func (s *shard) release(ctx context.Context, tokens []string) (int, error) {
+	args := append([]string{s.kind()}, tokens...)
 	var n int
-	if err := q.do(ctx, releaseScript.Cmd(&n, q.k.releaseKeys, args...)); err != nil {
-		return 0, fmt.Errorf("prioq: release %d messages of %q: %w", len(msgs), q.name, err)
+	if err := s.do(ctx, releaseScript.Cmd(&n, s.k.releaseKeys, args...)); err != nil {
+		return 0, fmt.Errorf("prioq: release %d messages of %q: %w", len(tokens), s.name, err)
 	}
 	return n, nil
 }

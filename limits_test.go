@@ -104,11 +104,11 @@ func TestPromoteBatchAtAndBeyondTheLimit(t *testing.T) {
 			due := time.Now().Add(time.Hour) // promoted below in virtual time
 			fillBatch(t, ctx, q, total, At(due))
 			at := fmtInt(due.UnixMilli() + 1)
-			moved, next, _, err := q.promoteAt(ctx, at)
+			moved, next, _, err := sh(q).promoteAt(ctx, at)
 			require.NoError(t, err)
 			assert.Equal(t, MaxBatch, moved)
 			assert.Zero(t, next, "the rest is due at the same instant")
-			moved, next, _, err = q.promoteAt(ctx, at)
+			moved, next, _, err = sh(q).promoteAt(ctx, at)
 			require.NoError(t, err)
 			assert.Equal(t, 500, moved)
 			assert.Equal(t, time.Duration(-1), next)

@@ -44,9 +44,9 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 		_, err := q.Enqueue(ctx, []byte(id), ID(id), top)
 		require.NoError(t, err)
 	}
-	exp, _, err := q.take(ctx, q.k.highFirst, 1, time.Millisecond)
+	exp, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Millisecond)
 	require.NoError(t, err)
-	live, _, err := q.take(ctx, q.k.highFirst, 1, time.Hour)
+	live, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, exp, 1)
 	require.Len(t, live, 1)
@@ -54,9 +54,9 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 	// One dead.
 	_, err = q.Enqueue(ctx, []byte("dead"), ID("dead-id"), top)
 	require.NoError(t, err)
-	d, _, err := q.take(ctx, q.k.highFirst, 1, time.Hour)
+	d, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Hour)
 	require.NoError(t, err)
-	require.NoError(t, q.failToken(ctx, d[0].token, 0, "died", "dead"))
+	require.NoError(t, failTok(sh(q), ctx, d[0].token, 0, "died", "dead"))
 	// Ready in every lane, delayed due and not due.
 	for lane := 0; lane < layout.lanes(); lane++ {
 		_, err := q.Enqueue(ctx, []byte("r"), prio(lane))
@@ -76,11 +76,11 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 func snapshot(t *testing.T, q *Queue) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, k := range q.k.all() {
+	for _, k := range sh(q).k.all() {
 		var mb radix.Maybe
 		var s string
 		mb.Rcv = &s
-		require.NoError(t, q.c.Do(context.Background(), radix.Cmd(&mb, "DUMP", k)))
+		require.NoError(t, sh(q).c.Do(context.Background(), radix.Cmd(&mb, "DUMP", k)))
 		out[k] = s
 	}
 	return out
@@ -91,12 +91,12 @@ func corrupt(t *testing.T, q *Queue, key string) {
 	t.Helper()
 	p := radix.NewPipeline()
 	p.Append(radix.Cmd(nil, "DEL", key))
-	if key == q.k.seq {
+	if key == sh(q).k.seq {
 		p.Append(radix.Cmd(nil, "RPUSH", key, "not a counter"))
 	} else {
 		p.Append(radix.Cmd(nil, "SET", key, "wrong type"))
 	}
-	require.NoError(t, q.c.Do(context.Background(), p))
+	require.NoError(t, sh(q).c.Do(context.Background(), p))
 }
 
 type scriptOp struct {
@@ -114,7 +114,7 @@ func scriptOps(q *Queue) []scriptOp {
 		items := []EnqueueItem{}
 		for lane := 0; lane < f.q.cfg.Layout.lanes(); lane++ {
 			p := int64(lane)
-			if f.q.isRange() {
+			if sh(f.q).isRange() {
 				p = f.q.cfg.Layout.lo + int64(lane)*(f.q.cfg.Layout.hi-f.q.cfg.Layout.lo)/int64(f.q.cfg.Layout.lanes())
 			}
 			items = append(items,
@@ -125,12 +125,12 @@ func scriptOps(q *Queue) []scriptOp {
 		return err
 	}
 	var plain []string // Levels only: Range enqueues always run a script
-	if !q.isRange() {
-		plain = append(plain, q.k.lanes...)
+	if !sh(q).isRange() {
+		plain = append(plain, sh(q).k.lanes...)
 	}
 	return []scriptOp{
 		{name: "open", run: func(ctx context.Context, f *fixture) error {
-			_, err := Open(ctx, f.q.c, f.q.name, f.q.cfg)
+			_, err := Open(ctx, sh(f.q).c, f.q.name, f.q.cfg)
 			return err
 		}},
 		// The plain enqueue is RPUSH + ZADD wake-up in one pipeline: with a
@@ -155,41 +155,41 @@ func scriptOps(q *Queue) []scriptOp {
 		{name: "batch ready", run: func(ctx context.Context, f *fixture) error { return batch(ctx, f) }},
 		{name: "batch delayed", run: func(ctx context.Context, f *fixture) error { return batch(ctx, f, Delay(time.Second)) }},
 		{name: "take", run: func(ctx context.Context, f *fixture) error {
-			_, _, err := f.q.take(ctx, f.q.k.highFirst, 100, time.Minute)
+			_, _, err := sh(f.q).take(ctx, sh(f.q).k.highFirst, 100, time.Minute)
 			return err
 		}},
 		// Ack of a generated id is ZREM lease + HDEL record, pipelined: with
 		// either key corrupted every lease is already gone with it.
 		{name: "ack", run: func(ctx context.Context, f *fixture) error {
 			f.live.callerID = false
-			return f.q.ack(ctx, []*Message{f.live})[0]
-		}, pipelinedKeys: []string{q.k.leases, q.k.inflight}},
+			return sh(f.q).ack(ctx, []ackReq{f.live.ackReq()})[0]
+		}, pipelinedKeys: []string{sh(q).k.leases, sh(q).k.inflight}},
 		{name: "ack caller id", run: func(ctx context.Context, f *fixture) error {
-			return f.q.ack(ctx, []*Message{f.live})[0]
+			return sh(f.q).ack(ctx, []ackReq{f.live.ackReq()})[0]
 		}},
 		{name: "retry now", run: func(ctx context.Context, f *fixture) error {
-			return f.q.failToken(ctx, f.live.token, 0, "again", "retry")
+			return failTok(sh(f.q), ctx, f.live.token, 0, "again", "retry")
 		}},
 		{name: "retry later", run: func(ctx context.Context, f *fixture) error {
-			return f.q.failToken(ctx, f.live.token, time.Millisecond, "again", "retry")
+			return failTok(sh(f.q), ctx, f.live.token, time.Millisecond, "again", "retry")
 		}},
 		{name: "dead", run: func(ctx context.Context, f *fixture) error {
-			return f.q.failToken(ctx, f.live.token, 0, "fatal", "dead")
+			return failTok(sh(f.q), ctx, f.live.token, 0, "fatal", "dead")
 		}},
 		{name: "bury", run: func(ctx context.Context, f *fixture) error {
-			return f.q.failToken(ctx, f.live.token, 0, "corrupt", "bury")
+			return failTok(sh(f.q), ctx, f.live.token, 0, "corrupt", "bury")
 		}},
 		{name: "release", run: func(ctx context.Context, f *fixture) error {
-			_, err := f.q.release(ctx, []*Message{f.live})
+			_, err := sh(f.q).release(ctx, []string{f.live.token})
 			return err
 		}},
 		{name: "extend", run: func(ctx context.Context, f *fixture) error { return f.live.Extend(ctx, time.Hour) }},
 		{name: "sweep", run: func(ctx context.Context, f *fixture) error {
-			_, _, _, err := f.q.sweep(ctx, 100)
+			_, _, _, err := sh(f.q).sweep(ctx, 100)
 			return err
 		}},
 		{name: "promote", run: func(ctx context.Context, f *fixture) error {
-			_, _, _, err := f.q.promote(ctx)
+			_, _, _, err := sh(f.q).promote(ctx)
 			return err
 		}},
 		{name: "cancel ready", run: func(ctx context.Context, f *fixture) error { return f.q.Cancel(ctx, f.readyID) }},
@@ -227,10 +227,10 @@ func TestScriptsWithAWrongTypedKeyChangeNothing(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			probe := newFixture(t, l.layout)
 			for oi := range scriptOps(probe.q) {
-				for ki := range probe.q.k.all() {
+				for ki := range sh(probe.q).k.all() {
 					f := newFixture(t, l.layout)
 					op := scriptOps(f.q)[oi] // its pipelinedKeys name this queue's keys
-					key := f.q.k.all()[ki]
+					key := sh(f.q).k.all()[ki]
 					short := key[strings.LastIndex(key, "}:")+2:]
 					corrupt(t, f.q, key)
 					before := snapshot(t, f.q)
@@ -266,17 +266,17 @@ func TestWrongTypedLaneFailsBatchAndReleasesNothing(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
-	corrupt(t, q, q.k.lanes[1])
+	corrupt(t, q, sh(q).k.lanes[1])
 	_, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("a"), Options: []Option{Priority(0)}},
 		{Payload: []byte("b"), Options: []Option{Priority(1)}}})
 	require.Error(t, err)
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", q.k.lanes[0])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
 	assert.Zero(t, n, "all or none: the first message must not be stored")
 
 	_, err = q.Enqueue(ctx, []byte("order"), Priority(1), ID("order-77"))
 	require.Error(t, err)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.lanes[1])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[1])))
 	_, err = q.Enqueue(ctx, []byte("order"), Priority(1), ID("order-77"))
 	require.NoError(t, err, "the failed enqueue must not keep the id reserved")
 }
@@ -289,7 +289,7 @@ func TestScriptsWithAnUnusableCounterChangeNothing(t *testing.T) {
 		for oi := range scriptOps(probe.q) {
 			f := newFixture(t, layout)
 			op := scriptOps(f.q)[oi]
-			require.NoError(t, f.q.c.Do(context.Background(), radix.Cmd(nil, "SET", f.q.k.seq, "007")))
+			require.NoError(t, sh(f.q).c.Do(context.Background(), radix.Cmd(nil, "SET", sh(f.q).k.seq, "007")))
 			before := snapshot(t, f.q)
 			if err := op.run(ctxT(t, 10*time.Second), f); err == nil {
 				continue
@@ -311,15 +311,15 @@ func TestBuriedRangeEntryReleasesItsIDOnPurge(t *testing.T) {
 	_, err := q.Enqueue(ctx, []byte("x"), ID("will-rot"), Priority(5))
 	require.NoError(t, err)
 	var members []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", q.k.lanes[0], "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).k.lanes[0], "0", "-1")))
 	require.Len(t, members, 1)
 	rotten := []byte(members[0])
 	rotten[8] = 99 // an envelope version that does not exist
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "DEL", q.k.lanes[0]))
-	p.Append(radix.Cmd(nil, "ZADD", q.k.lanes[0], "-5", string(rotten)))
+	p.Append(radix.Cmd(nil, "DEL", sh(q).k.lanes[0]))
+	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[0], "-5", string(rotten)))
 	require.NoError(t, c.Do(ctx, p))
-	got, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, got, "the rotten entry is buried, not delivered")
 	dead, err := q.DeadLetters(ctx, 0, 10)

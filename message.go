@@ -6,31 +6,14 @@ import (
 	"time"
 )
 
-// Message is one delivered message: its handle for Ack, Retry and Extend.
-// Peek and DeadLetters describe messages they do not deliver with
-// MessageInfo, which has none of these.
+// Message is one delivered message: what MessageInfo says of it, and its
+// handle for Ack, Retry and Extend (lease.go). Peek and DeadLetters describe
+// messages they do not deliver with MessageInfo alone.
 type Message struct {
-	// ID is the message's id: generated, or given with the ID option.
-	ID string
-
-	// Priority is the priority it was enqueued with.
-	Priority int64
-
-	// Payload is the message body.
-	Payload []byte
-
-	// Attempts counts deliveries including this one (AtLeastOnce); 0 for
-	// AtMostOnce messages.
-	Attempts int
-
-	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
-	EnqueuedAt time.Time
-
-	// Headers are the headers it was enqueued with (nil without any).
-	Headers map[string]string
+	MessageInfo
 
 	callerID bool
-	q        *Queue
+	s        *shard // where it was taken from (nil: not delivered by a Consumer)
 	raw      []byte // the lane entry as taken, to put it back on Close
 	lane     int
 	token    string    // lease token (AtLeastOnce)
@@ -49,7 +32,7 @@ type Message struct {
 // and DeadLetters return. It cannot be acknowledged; to act on a waiting
 // message use Cancel, on a dead one RequeueDead or PurgeDead.
 type MessageInfo struct {
-	// ID is the message's id.
+	// ID is the message's id: generated, or given with the ID option.
 	ID string
 
 	// Priority is the priority it was enqueued with.
@@ -58,8 +41,9 @@ type MessageInfo struct {
 	// Payload is the message body.
 	Payload []byte
 
-	// Attempts counts the deliveries it had so far: 0 for a message that was
-	// never delivered (and for every AtMostOnce message).
+	// Attempts counts the deliveries it has had: for a delivered Message,
+	// this one included; 0 for a message never delivered, and for every
+	// AtMostOnce message.
 	Attempts int
 
 	// EnqueuedAt is when the producer enqueued it (the producer host's clock, ms).
@@ -74,16 +58,9 @@ func newInfo(e envelope) MessageInfo {
 		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs), Headers: e.Headers}
 }
 
-func newMessage(e envelope) *Message {
-	return &Message{
-		ID:         e.ID,
-		Priority:   e.Priority,
-		Payload:    e.Payload,
-		Attempts:   int(e.Attempts),
-		EnqueuedAt: time.UnixMilli(e.EnqueuedMs),
-		Headers:    e.Headers,
-		callerID:   e.CallerID,
-	}
+// newMessage is the message of envelope e, delivered from shard s.
+func newMessage(e envelope, s *shard) *Message {
+	return &Message{MessageInfo: newInfo(e), callerID: e.CallerID, s: s}
 }
 
 // LeaseDeadline is when this delivery's lease ends (AtLeastOnce), on this
@@ -95,17 +72,17 @@ func (m *Message) LeaseDeadline() time.Time { return m.deadline }
 // Queue is the name of the queue the message was delivered from ("" for a
 // Message not delivered by a Consumer).
 func (m *Message) Queue() string {
-	if m.q == nil {
+	if m.s == nil {
 		return ""
 	}
-	return m.q.name
+	return m.s.name
 }
 
 // LastAttempt reports whether a failure of this delivery sends the message
 // to the dead letters (AtLeastOnce: it has had Config.MaxAttempts
 // deliveries). Middleware uses it to count dead letters.
 func (m *Message) LastAttempt() bool {
-	return m.q != nil && m.token != "" && m.Attempts >= m.q.cfg.MaxAttempts
+	return m.s != nil && m.token != "" && m.Attempts >= m.s.cfg.MaxAttempts
 }
 
 // Outcome is how Run finished one delivery; AfterFinish callbacks get it.

@@ -119,7 +119,7 @@ func TestBackoffEdgeValues(t *testing.T) {
 
 func TestNewMessageAndInfo(t *testing.T) {
 	e := envelope{ID: "job-1", CallerID: true, Priority: -3, EnqueuedMs: 1700000000123, Attempts: 4, Payload: []byte("p")}
-	m := newMessage(e)
+	m := newMessage(e, nil)
 	assert.Equal(t, "job-1", m.ID)
 	assert.Equal(t, int64(-3), m.Priority)
 	assert.Equal(t, []byte("p"), m.Payload)
@@ -137,7 +137,7 @@ func TestNewMessageAndInfo(t *testing.T) {
 // before any Redis call; bad arguments too.
 func TestMessageCallsNeedALease(t *testing.T) {
 	ctx := context.Background()
-	m := &Message{ID: "amo"}
+	m := &Message{MessageInfo: MessageInfo{ID: "amo"}}
 	assert.ErrorIs(t, m.Ack(ctx), ErrWrongMode)
 	assert.ErrorIs(t, m.Retry(ctx, time.Second, "x"), ErrWrongMode)
 	assert.ErrorIs(t, m.Extend(ctx, time.Second), ErrWrongMode)
@@ -147,8 +147,8 @@ func TestMessageCallsNeedALease(t *testing.T) {
 	assert.Len(t, AckBatch(ctx), 0)
 
 	// Leased, but from two queues: refused as a whole.
-	a := &Message{ID: "a", q: &Queue{}, token: "t1"}
-	b := &Message{ID: "b", q: &Queue{}, token: "t2"}
+	a := &Message{MessageInfo: MessageInfo{ID: "a"}, s: &shard{}, token: "t1"}
+	b := &Message{MessageInfo: MessageInfo{ID: "b"}, s: &shard{}, token: "t2"}
 	errs = AckBatch(ctx, a, b)
 	require.Len(t, errs, 2)
 	assert.ErrorIs(t, errs[0], ErrInvalidOption)

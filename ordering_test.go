@@ -246,7 +246,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 		case r < 55: // advance the virtual clock and promote
 			virtual += rng.Int64N(120)
 			for {
-				moved, _, _, err := q.promoteAt(ctx, fmtInt(base+virtual))
+				moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(base+virtual))
 				require.NoError(t, err)
 				if moved < q.cfg.PromoteBatch {
 					break
@@ -288,7 +288,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 	// Drain: promote everything and take it all, still in reference order.
 	virtual += 1000
 	for {
-		moved, _, _, err := q.promoteAt(ctx, fmtInt(base+virtual))
+		moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(base+virtual))
 		require.NoError(t, err)
 		if moved < q.cfg.PromoteBatch {
 			break

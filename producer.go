@@ -169,7 +169,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if !p.caller {
 		p.id = newID(now)
 	}
-	if q.isRange() {
+	if q.cfg.Layout.isRange() {
 		p.score = scoreOf(o.priority)
 	}
 	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Headers: o.headers, Payload: payload}
@@ -208,7 +208,7 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (st
 	if err != nil {
 		return "", err
 	}
-	res, err := q.send(ctx, []prepared{p})
+	res, err := q.s.send(ctx, []prepared{p})
 	if res == nil {
 		return "", err
 	}
@@ -269,21 +269,21 @@ func (q *Queue) enqueueBatch(ctx context.Context, items []EnqueueItem) ([]Enqueu
 		}
 		ps[i] = p
 	}
-	return q.send(ctx, ps)
+	return q.s.send(ctx, ps)
 }
 
-func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
-	if q.canSendPlain(ps) {
-		return q.sendPlain(ctx, ps[0])
+func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
+	if s.canSendPlain(ps) {
+		return s.sendPlain(ctx, ps[0])
 	}
-	keys := []string{q.k.ids, q.k.seq, q.k.delayed, q.k.dstore, q.k.sched, q.k.wake, q.k.counts}
+	keys := []string{s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.wake, s.k.counts}
 	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
 	args := make([]string, 0, 3+7*len(ps))
-	args = append(args, q.armFlag(), q.kind(), strconv.Itoa(len(ps)))
+	args = append(args, s.armFlag(), s.kind(), strconv.Itoa(len(ps)))
 	for _, p := range ps {
 		ki, ok := laneKeyIdx[p.lane]
 		if !ok {
-			keys = append(keys, q.k.lanes[p.lane])
+			keys = append(keys, s.k.lanes[p.lane])
 			ki = len(keys)
 			laneKeyIdx[p.lane] = ki
 		}
@@ -295,22 +295,22 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 			strconv.Itoa(ki), p.score, string(p.env))
 	}
 	var codes []int
-	werr := q.write(ctx, enqueueScript.Cmd(&codes, keys, args...))
+	werr := s.write(ctx, enqueueScript.Cmd(&codes, keys, args...))
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
-		return nil, fmt.Errorf("prioq: enqueue to %q: %w", q.name, werr)
+		return nil, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
 	}
 	if len(codes) != len(ps) {
-		return nil, fmt.Errorf("prioq: enqueue to %q: %w: %d codes for %d messages", q.name, ErrScript, len(codes), len(ps))
+		return nil, fmt.Errorf("prioq: enqueue to %q: %w: %d codes for %d messages", s.name, ErrScript, len(codes), len(ps))
 	}
 	out := make([]EnqueueResult, len(ps))
 	for i, p := range ps {
 		out[i].ID = p.id
 		if codes[i] == 0 {
-			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.id, q.name, ErrDuplicate)
+			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.id, s.name, ErrDuplicate)
 		}
 	}
 	if werr != nil {
-		return out, fmt.Errorf("prioq: enqueue to %q: %w", q.name, werr)
+		return out, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
 	}
 	return out, nil
 }
@@ -321,16 +321,16 @@ func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 // This is the common case, and a Lua call costs Redis ~10 µs of fixed
 // overhead that an RPUSH does not. Batches keep the script: it makes them
 // atomic and its overhead is shared by the batch.
-func (q *Queue) canSendPlain(ps []prepared) bool {
-	return len(ps) == 1 && !q.isRange() && !ps[0].caller && ps[0].due == ""
+func (s *shard) canSendPlain(ps []prepared) bool {
+	return len(ps) == 1 && !s.isRange() && !ps[0].caller && ps[0].due == ""
 }
 
 // sendPlain stores one ready message of a Levels queue without Lua, merged
 // with the single enqueues of other goroutines in flight at the same time
 // (see coalescer): one round trip for all of them.
-func (q *Queue) sendPlain(ctx context.Context, p prepared) ([]EnqueueResult, error) {
-	r := q.plain.do(ctx, p, func(err error) plainResult {
-		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)}
+func (s *shard) sendPlain(ctx context.Context, p prepared) ([]EnqueueResult, error) {
+	r := s.plain.do(ctx, p, s.sendPlainMany, func(err error) plainResult {
+		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)}
 	})
 	if r.err != nil && r.res.ID == "" {
 		return nil, r.err
@@ -360,7 +360,7 @@ const (
 // message is stored and its enqueue succeeded, whatever the rest did; a
 // wake-up lost that way (or with a connection cut in between) is re-armed by
 // the lease sweep.
-func (q *Queue) sendPlainMany(ctx context.Context, ps []prepared) []plainResult {
+func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult {
 	byLane := make(map[int][]string, 4)
 	var order []int // lanes in first-use order
 	for _, m := range ps {
@@ -373,26 +373,26 @@ func (q *Queue) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 	p := radix.NewPipeline()
 	for _, l := range order {
 		length[l] = new(int64)
-		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{q.k.lanes[l]}, byLane[l]...)...))
+		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{s.k.lanes[l]}, byLane[l]...)...))
 	}
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
-	p.Append(radix.Cmd(nil, "HINCRBY", q.k.counts, countEnqueued, strconv.Itoa(len(ps))))
-	if q.cfg.Mode == AtLeastOnce {
-		p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
+	p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countEnqueued, strconv.Itoa(len(ps))))
+	if s.cfg.Mode == AtLeastOnce {
+		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
 	}
-	err, notRepl := q.writeWait(ctx, p)
+	err, notRepl := s.writeWait(ctx, p)
 	out := make([]plainResult, len(ps))
 	for i, m := range ps {
 		if err != nil && !(isReply(err) && *length[m.lane] > 0) {
-			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", q.name, err)
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)
 			continue
 		}
 		// Stored: what another command of the pipeline did (a wake-up or a
 		// total refused, another caller's lane) is not this enqueue's error.
 		out[i].res.ID = m.id
 		if notRepl != nil {
-			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", q.name, notRepl)
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, notRepl)
 		}
 	}
 	return out

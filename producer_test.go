@@ -186,11 +186,11 @@ func TestCeilMs(t *testing.T) {
 func TestCanSendPlain(t *testing.T) {
 	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
 	plain := prepared{id: "g", lane: 0}
-	assert.True(t, levels.canSendPlain([]prepared{plain}))
-	assert.False(t, levels.canSendPlain([]prepared{plain, plain}), "a batch")
-	assert.False(t, levels.canSendPlain([]prepared{{id: "c", caller: true}}), "a caller id")
-	assert.False(t, levels.canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
-	assert.False(t, rng.canSendPlain([]prepared{plain}), "a Range queue")
+	assert.True(t, sh(levels).canSendPlain([]prepared{plain}))
+	assert.False(t, sh(levels).canSendPlain([]prepared{plain, plain}), "a batch")
+	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "c", caller: true}}), "a caller id")
+	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
+	assert.False(t, sh(rng).canSendPlain([]prepared{plain}), "a Range queue")
 }
 
 // ReadyAt tells middleware when an item will be ready.

@@ -22,11 +22,13 @@ import (
 // goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait and, in
 // AtMostOnce (which has no sweeper), a keepMeta every few of those.
 type promoter struct {
-	c *Consumer
+	s      *shard
+	cfg    *ConsumerConfig // its consumer's: PromoteWait, RetryInterval
+	report func(error)
 }
 
 func (p *promoter) run(ctx context.Context) {
-	c, q := p.c, p.c.q
+	c, q := p, p.s
 	wake := make(chan bool, 1) // true: marker popped; false: re-read the next due time
 	waiterDone := make(chan struct{})
 	go func() {
@@ -76,8 +78,8 @@ func (p *promoter) run(ctx context.Context) {
 				}
 			}
 		} else {
-			if round%metaEvery == 0 && c.q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
-				c.keepMeta(ctx)
+			if round%metaEvery == 0 && q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
+				q.keepMeta(ctx, c.report)
 			}
 			cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
 			var due int64
@@ -110,14 +112,14 @@ func (p *promoter) run(ctx context.Context) {
 // learn of it only at their PromoteWait. At worst one wakes for nothing.
 // One round trip with a deadline of its own: Close waits for it.
 func (p *promoter) rearm() {
-	q := p.c.q
+	q := p.s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	pl := radix.NewPipeline()
 	pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
 	pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
 	if err := q.do(ctx, pl); err != nil {
-		p.c.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.name, err))
+		p.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.name, err))
 	}
 }
 
@@ -125,7 +127,7 @@ func (p *promoter) rearm() {
 // failed wait it asks for the next due time to be read again: a marker may
 // have been lost with the connection.
 func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
-	c, q := p.c, p.c.q
+	c, q := p, p.s
 	timeout := strconv.FormatFloat(c.cfg.PromoteWait.Seconds(), 'f', -1, 64)
 	for ctx.Err() == nil {
 		var got []string // a fresh receiver per call: radix may write a late reply into it
@@ -153,21 +155,21 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 // one Lua call, by the Redis server's clock. It returns how many it moved,
 // how long until the next due time (-1: nothing delayed) and the server's now
 // (unix ms).
-func (q *Queue) promote(ctx context.Context) (int, time.Duration, int64, error) {
-	return q.promoteAt(ctx, "")
+func (s *shard) promote(ctx context.Context) (int, time.Duration, int64, error) {
+	return s.promoteAt(ctx, "")
 }
 
 // promoteAt promotes what is due at nowMs ("" = the server's now); tests
 // drive it with virtual time.
-func (q *Queue) promoteAt(ctx context.Context, nowMs string) (int, time.Duration, int64, error) {
+func (s *shard) promoteAt(ctx context.Context, nowMs string) (int, time.Duration, int64, error) {
 	var res []int64
-	err := q.do(ctx, promoteScript.Cmd(&res, q.k.promoteKeys, nowMs,
-		strconv.Itoa(q.cfg.PromoteBatch), q.armFlag(), q.kind()))
+	err := s.do(ctx, promoteScript.Cmd(&res, s.k.promoteKeys, nowMs,
+		strconv.Itoa(s.cfg.PromoteBatch), s.armFlag(), s.kind()))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", q.name, err)
+		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", s.name, err)
 	}
 	if len(res) != 3 {
-		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", q.name, ErrScript)
+		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", s.name, ErrScript)
 	}
 	next := time.Duration(-1)
 	if res[1] >= 0 {
@@ -178,17 +180,17 @@ func (q *Queue) promoteAt(ctx context.Context, nowMs string) (int, time.Duration
 
 // nextDue reads the due time at the head of the delayed set (unix ms, server
 // clock; -1: nothing delayed).
-func (q *Queue) nextDue(ctx context.Context) (int64, error) {
+func (s *shard) nextDue(ctx context.Context) (int64, error) {
 	var head []string
-	if err := q.do(ctx, radix.Cmd(&head, "ZRANGE", q.k.delayed, "0", "0", "WITHSCORES")); err != nil {
-		return 0, fmt.Errorf("prioq: next due in %q: %w", q.name, err)
+	if err := s.do(ctx, radix.Cmd(&head, "ZRANGE", s.k.delayed, "0", "0", "WITHSCORES")); err != nil {
+		return 0, fmt.Errorf("prioq: next due in %q: %w", s.name, err)
 	}
 	if len(head) < 2 {
 		return -1, nil
 	}
 	f, err := strconv.ParseFloat(head[1], 64)
 	if err != nil {
-		return 0, fmt.Errorf("prioq: next due in %q: %w: score %q", q.name, ErrCorrupt, head[1])
+		return 0, fmt.Errorf("prioq: next due in %q: %w: score %q", s.name, ErrCorrupt, head[1])
 	}
 	return int64(f), nil
 }

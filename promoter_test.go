@@ -32,11 +32,11 @@ func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
 	_, err = cons.Receive(rctx)
 	cancel()
 	require.Error(t, err, "nothing is due yet")
-	backup := q.k.dstore + ".backup"
+	backup := sh(q).k.dstore + ".backup"
 	// Atomically, so that no promotion sees the store missing (see below).
-	require.NoError(t, q.c.Do(ctx, radix.NewEvalScript(
+	require.NoError(t, sh(q).c.Do(ctx, radix.NewEvalScript(
 		`redis.call('RENAME', KEYS[1], KEYS[2]) redis.call('SET', KEYS[1], 'wrong type')`,
-	).Cmd(nil, []string{q.k.dstore, backup})))
+	).Cmd(nil, []string{sh(q).k.dstore, backup})))
 
 	require.Eventually(t, func() bool { return errs.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
 		"the promotion at the due time fails")
@@ -44,7 +44,7 @@ func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
 	// One RENAME replaces the wrong-typed key atomically. (A DEL first would
 	// let a promotion in between find the member without its record and drop
 	// it as an orphan: CI once lost the message that way.)
-	require.NoError(t, q.c.Do(ctx, radix.Cmd(nil, "RENAME", backup, q.k.dstore)))
+	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(nil, "RENAME", backup, sh(q).k.dstore)))
 	healed := time.Now()
 
 	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -20,37 +19,19 @@ const storageFormat = "2"
 // Enqueue and Ack calls on one Queue share round trips (see the README), so
 // share one Queue per queue name in a process.
 type Queue struct {
-	c    Client
 	name string
 	cfg  Config
-	k    keySet
+	s    *shard // the queue's keys and the calls on them
 
 	// clock is this host's clock (time.Now; tests set others). It stamps ids
 	// and EnqueuedAt; no deadline depends on it (see now_ms in lua/lib.lua).
 	clock func() time.Time
-
-	// plain and acks merge concurrent single enqueues and acks (coalesce.go).
-	plain  *coalescer[prepared, plainResult]
-	acks   *coalescer[*Message, error] // of messages with generated ids (a pipeline)
-	idAcks *coalescer[*Message, error] // of messages with caller ids (ack.lua)
-
-	takes *takeMergers
-
-	brokenLogged *atomic.Int64 // unix ns of the last log of broken lanes (reliable.go)
 }
 
 // newQueue is a handle on name with cfg (defaults applied), making no call.
 func newQueue(c Client, name string, cfg Config) *Queue {
-	q := &Queue{c: c, name: name, cfg: cfg, k: newKeySet(name, cfg.Layout.lanes()), clock: time.Now,
-		brokenLogged: new(atomic.Int64)}
-	q.plain = &coalescer[prepared, plainResult]{run: q.sendPlainMany, size: func(p prepared) int { return len(p.env) },
-		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
-	newAcks := func() *coalescer[*Message, error] {
-		return &coalescer[*Message, error]{run: q.ack, size: func(*Message) int { return 1 },
-			maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
-	}
-	q.acks, q.idAcks = newAcks(), newAcks()
-	q.takes = &takeMergers{byLease: make(map[time.Duration]*coalescer[int, takeResult])}
+	q := &Queue{name: name, cfg: cfg, clock: time.Now}
+	q.s = newShard(c, name, &q.cfg, newKeySet(name, cfg.Layout.lanes()))
 	return q
 }
 
@@ -90,30 +71,48 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 		return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, cfg.Mode)
 	}
 	q := newQueue(c, name, cfg)
-	if err := q.checkEviction(ctx); err != nil {
+	if err := q.s.checkEviction(ctx); err != nil {
 		return nil, err
 	}
-	if err := q.writeMeta(ctx); err != nil {
+	if err := q.s.writeMeta(ctx); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
+// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
+// between checks that the queue's meta key is still there.
+const metaEvery = 6
+
+// keepMeta puts the queue's meta key back if a restart without persistence
+// lost it (open.lua writes it only when it is missing), so that Open keeps
+// refusing a different configuration: every few rounds of the sweeper
+// (AtLeastOnce) or of the promoter (AtMostOnce). A failure (a different
+// configuration stored meanwhile, a full Redis) goes to report and is left to
+// the next time.
+func (s *shard) keepMeta(ctx context.Context, report func(error)) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	if err := s.writeMeta(cctx); err != nil && ctx.Err() == nil {
+		report(err)
+	}
+}
+
 // writeMeta creates the queue's meta record, or checks the one there: a
 // queue stored with another layout, mode or format is ErrConfigMismatch.
-func (q *Queue) writeMeta(ctx context.Context) error {
-	cfg := q.cfg
+func (s *shard) writeMeta(ctx context.Context) error {
+	cfg := s.cfg
 	var got []string
-	err := q.do(ctx, openScript.Cmd(&got, []string{q.k.meta}, cfg.Layout.String(), cfg.Mode.String(), storageFormat))
+	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), storageFormat))
 	if err != nil {
-		return fmt.Errorf("prioq: open %q: %w", q.name, err)
+		return fmt.Errorf("prioq: open %q: %w", s.name, err)
 	}
 	if len(got) != 3 {
-		return fmt.Errorf("prioq: open %q: %w: meta reply %q", q.name, ErrScript, got)
+		return fmt.Errorf("prioq: open %q: %w: meta reply %q", s.name, ErrScript, got)
 	}
 	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != storageFormat {
 		return fmt.Errorf("%w: %q is %s/%s (format %s), opened as %s/%s (format %s)", ErrConfigMismatch,
-			q.name, got[0], got[1], got[2], cfg.Layout, cfg.Mode, storageFormat)
+			s.name, got[0], got[1], got[2], cfg.Layout, cfg.Mode, storageFormat)
 	}
 	return nil
 }
@@ -123,19 +122,19 @@ func (q *Queue) writeMeta(ctx context.Context) error {
 // volatile-* policies evict only keys with a TTL, and prioq sets none. It asks
 // the server that holds the queue (on a cluster, the node of its hash slot).
 // CONFIG may be renamed or denied; then it says so in a log line and goes on.
-func (q *Queue) checkEviction(ctx context.Context) error {
+func (s *shard) checkEviction(ctx context.Context) error {
 	var kv []string
-	err := q.do(ctx, radix.WithConn(q.k.meta, func(ctx context.Context, conn radix.Conn) error {
+	err := s.do(ctx, radix.WithConn(s.k.meta, func(ctx context.Context, conn radix.Conn) error {
 		return conn.Do(ctx, radix.Cmd(&kv, "CONFIG", "GET", "maxmemory-policy"))
 	}))
 	if err != nil || len(kv) != 2 {
-		q.cfg.Logger.WarnContext(ctx, "prioq: could not read maxmemory-policy; an allkeys-* policy would evict queued messages silently",
-			"queue", q.name, "error", err)
+		s.cfg.Logger.WarnContext(ctx, "prioq: could not read maxmemory-policy; an allkeys-* policy would evict queued messages silently",
+			"queue", s.name, "error", err)
 		return nil
 	}
-	if policy := kv[1]; strings.HasPrefix(policy, "allkeys-") && !q.cfg.AllowEviction {
+	if policy := kv[1]; strings.HasPrefix(policy, "allkeys-") && !s.cfg.AllowEviction {
 		return fmt.Errorf("%w: %q is on a server with maxmemory-policy %s (set Config.AllowEviction to open it anyway)",
-			ErrUnsafeEviction, q.name, policy)
+			ErrUnsafeEviction, s.name, policy)
 	}
 	return nil
 }
@@ -220,14 +219,17 @@ type Stats struct {
 
 // Stats reads the queue's counters in one pipelined round trip. Cancelling ctx
 // abandons the read.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	n := len(q.k.lanes)
+func (q *Queue) Stats(ctx context.Context) (Stats, error) { return q.s.stats(ctx) }
+
+// stats is Stats of one shard.
+func (s *shard) stats(ctx context.Context) (Stats, error) {
+	n := len(s.k.lanes)
 	st := Stats{Lanes: make([]int64, n)}
 	heads := make([][][]byte, n) // first entry of each lane
 	var paused int64
 	p := radix.NewPipeline()
-	for i, key := range q.k.lanes {
-		if q.isRange() {
+	for i, key := range s.k.lanes {
+		if s.isRange() {
 			p.Append(radix.Cmd(&st.Lanes[i], "ZCARD", key))
 			p.Append(radix.Cmd(&heads[i], "ZRANGE", key, "0", "0"))
 		} else {
@@ -235,16 +237,16 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			p.Append(radix.Cmd(&heads[i], "LRANGE", key, "0", "0"))
 		}
 	}
-	p.Append(radix.Cmd(&st.Delayed, "ZCARD", q.k.delayed))
-	p.Append(radix.Cmd(&st.InFlight, "ZCARD", q.k.leases))
-	p.Append(radix.Cmd(&st.Dead, "LLEN", q.k.dead))
-	p.Append(radix.Cmd(&paused, "EXISTS", q.k.paused))
+	p.Append(radix.Cmd(&st.Delayed, "ZCARD", s.k.delayed))
+	p.Append(radix.Cmd(&st.InFlight, "ZCARD", s.k.leases))
+	p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
+	p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
 	var now []string // the server's TIME: seconds, microseconds
 	p.Append(radix.Cmd(&now, "TIME"))
 	var counts []string // missing fields read as ""
-	p.Append(radix.Cmd(&counts, "HMGET", q.k.counts, countEnqueued, countAcked))
-	if err := q.do(ctx, p); err != nil {
-		return Stats{}, fmt.Errorf("prioq: stats %q: %w", q.name, err)
+	p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
+	if err := s.do(ctx, p); err != nil {
+		return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
 	}
 	st.Paused = paused == 1
 	if len(counts) == 2 {
@@ -257,7 +259,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		if len(heads[i]) == 0 {
 			continue
 		}
-		if e, err := q.decodeLaneEntry(heads[i][0]); err == nil && (oldest < 0 || e.EnqueuedMs < oldest) {
+		if e, err := s.decodeLaneEntry(heads[i][0]); err == nil && (oldest < 0 || e.EnqueuedMs < oldest) {
 			oldest = e.EnqueuedMs
 		}
 	}
@@ -297,15 +299,20 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
 	}
+	return q.s.peek(ctx, n)
+}
+
+// peek is Peek of one shard.
+func (s *shard) peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	var raw [][]byte
-	if err := q.do(ctx, peekScript.Cmd(&raw, q.k.highFirst, strconv.Itoa(min(n, MaxBatch)), q.kind())); err != nil {
-		return nil, fmt.Errorf("prioq: peek %q: %w", q.name, err)
+	if err := s.do(ctx, peekScript.Cmd(&raw, s.k.highFirst, strconv.Itoa(min(n, MaxBatch)), s.kind())); err != nil {
+		return nil, fmt.Errorf("prioq: peek %q: %w", s.name, err)
 	}
 	out := make([]MessageInfo, 0, len(raw))
 	for _, b := range raw {
-		e, err := q.decodeLaneEntry(b)
+		e, err := s.decodeLaneEntry(b)
 		if err != nil {
-			return out, fmt.Errorf("prioq: peek %q: %w", q.name, err)
+			return out, fmt.Errorf("prioq: peek %q: %w", s.name, err)
 		}
 		out = append(out, newInfo(e))
 	}
@@ -325,12 +332,17 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
+	return q.s.cancel(ctx, id)
+}
+
+// cancel is Cancel on one shard.
+func (s *shard) cancel(ctx context.Context, id string) error {
 	var n int
-	if err := q.do(ctx, cancelScript.Cmd(&n, q.k.cancelKeys, id, q.kind())); err != nil {
-		return fmt.Errorf("prioq: cancel %q in %q: %w", id, q.name, err)
+	if err := s.do(ctx, cancelScript.Cmd(&n, s.k.cancelKeys, id, s.kind())); err != nil {
+		return fmt.Errorf("prioq: cancel %q in %q: %w", id, s.name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("prioq: cancel %q in %q: %w", id, q.name, ErrNotFound)
+		return fmt.Errorf("prioq: cancel %q in %q: %w", id, s.name, ErrNotFound)
 	}
 	return nil
 }
@@ -341,10 +353,13 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 // when any caller id is alive (each one is read to release its id), during
 // which Redis serves nothing else. Cancelling ctx abandons the call; the purge
 // then happened whole or not at all.
-func (q *Queue) Purge(ctx context.Context) (int64, error) {
+func (q *Queue) Purge(ctx context.Context) (int64, error) { return q.s.purge(ctx) }
+
+// purge is Purge of one shard.
+func (s *shard) purge(ctx context.Context) (int64, error) {
 	var n int64
-	if err := q.do(ctx, purgeScript.Cmd(&n, q.k.purgeKeys, q.kind())); err != nil {
-		return 0, fmt.Errorf("prioq: purge %q: %w", q.name, err)
+	if err := s.do(ctx, purgeScript.Cmd(&n, s.k.purgeKeys, s.kind())); err != nil {
+		return 0, fmt.Errorf("prioq: purge %q: %w", s.name, err)
 	}
 	return n, nil
 }
@@ -359,8 +374,13 @@ func (q *Queue) Pause(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: pause %q: %w", q.name, ErrWrongMode)
 	}
-	if err := q.do(ctx, pauseScript.Cmd(nil, []string{q.k.paused}, q.kind())); err != nil {
-		return fmt.Errorf("prioq: pause %q: %w", q.name, err)
+	return q.s.pause(ctx)
+}
+
+// pause is Pause of one shard.
+func (s *shard) pause(ctx context.Context) error {
+	if err := s.do(ctx, pauseScript.Cmd(nil, []string{s.k.paused}, s.kind())); err != nil {
+		return fmt.Errorf("prioq: pause %q: %w", s.name, err)
 	}
 	return nil
 }
@@ -373,12 +393,17 @@ func (q *Queue) Resume(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, ErrWrongMode)
 	}
+	return q.s.resume(ctx)
+}
+
+// resume is Resume of one shard.
+func (s *shard) resume(ctx context.Context) error {
 	deleted := int64(-1) // DEL's reply; -1 until it arrives
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(&deleted, "DEL", q.k.paused))
-	p.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
-	if err := q.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
-		return fmt.Errorf("prioq: resume %q: %w", q.name, err)
+	p.Append(radix.Cmd(&deleted, "DEL", s.k.paused))
+	p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
+	if err := s.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
+		return fmt.Errorf("prioq: resume %q: %w", s.name, err)
 	}
 	return nil
 }

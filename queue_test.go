@@ -189,10 +189,10 @@ func TestMetaKeyComesBack(t *testing.T) {
 			ctx := ctxT(t, 10*time.Second)
 			q := openQueue(t, c, Config{Layout: Levels(3), Mode: m.mode})
 			newConsumer(t, q, ConsumerConfig{SweepInterval: 50 * time.Millisecond, PromoteWait: 100 * time.Millisecond})
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.meta)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.meta)))
 			require.Eventually(t, func() bool {
 				var n int
-				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", q.k.meta)))
+				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).k.meta)))
 				return n == 1
 			}, 5*time.Second, 20*time.Millisecond, "the meta key did not come back")
 			_, err := Open(ctx, c, q.name, Config{Layout: Levels(5), Mode: m.mode})
@@ -216,7 +216,7 @@ func TestPurgeKeepsIDsOfLiveMessages(t *testing.T) {
 			require.NoError(t, err)
 			m, err := cons.Receive(ctx)
 			require.NoError(t, err)
-			require.NoError(t, q.failToken(ctx, m.token, 0, "no", "dead"))
+			require.NoError(t, failTok(sh(q), ctx, m.token, 0, "no", "dead"))
 			_, err = q.Enqueue(ctx, []byte("ready"), ID("ready-1"))
 			require.NoError(t, err)
 			_, err = q.Enqueue(ctx, []byte("later"), ID("later-1"), Delay(time.Hour))
@@ -352,21 +352,21 @@ func TestDecodeLaneEntry(t *testing.T) {
 	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
 	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
 
-	e, err := levels.decodeLaneEntry(env)
+	e, err := sh(levels).decodeLaneEntry(env)
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID)
-	e, err = rng.decodeLaneEntry(append(seq, env...))
+	e, err = sh(rng).decodeLaneEntry(append(seq, env...))
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID)
 	assert.Equal(t, []byte("p"), e.Payload)
 
-	_, err = levels.decodeLaneEntry(append(seq, env...))
+	_, err = sh(levels).decodeLaneEntry(append(seq, env...))
 	assert.ErrorIs(t, err, ErrCorrupt, "a segment member in a level list")
-	_, err = rng.decodeLaneEntry(env)
+	_, err = sh(rng).decodeLaneEntry(env)
 	assert.ErrorIs(t, err, ErrCorrupt, "an envelope without its sequence in a segment")
-	_, err = rng.decodeLaneEntry(seq[:7])
+	_, err = sh(rng).decodeLaneEntry(seq[:7])
 	assert.ErrorIs(t, err, ErrCorrupt)
-	_, err = rng.decodeLaneEntry(nil)
+	_, err = sh(rng).decodeLaneEntry(nil)
 	assert.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -412,7 +412,7 @@ func TestStatsCountsEnqueuesAndAcks(t *testing.T) {
 			_, err = q.Enqueue(ctx, []byte("again"), ID("other"))
 			require.ErrorIs(t, err, ErrDuplicate)
 
-			msgs, _, err := q.take(ctx, q.k.highFirst, 10, time.Minute)
+			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 10, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, msgs, 7)
 			for _, err := range AckBatch(ctx, msgs[:3]...) { // one pipeline or script
@@ -445,15 +445,15 @@ func TestWrongTypedCountsKeyFailsNoWrite(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
-	corrupt(t, q, q.k.counts)
+	corrupt(t, q, sh(q).k.counts)
 	_, err := q.Enqueue(ctx, []byte("plain"))
 	require.NoError(t, err)
 	_, err = q.Enqueue(ctx, []byte("scripted"), ID("x"))
 	require.NoError(t, err)
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", q.k.lanes[0])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
 	require.Equal(t, 2, n)
-	msgs, _, err := q.take(ctx, q.k.highFirst, 2, time.Minute)
+	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	require.False(t, msgs[0].callerID)
@@ -461,7 +461,7 @@ func TestWrongTypedCountsKeyFailsNoWrite(t *testing.T) {
 	require.True(t, msgs[1].callerID)
 	require.NoError(t, msgs[1].Ack(ctx)) // ack.lua
 	var inflight int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&inflight, "ZCARD", q.k.leases)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&inflight, "ZCARD", sh(q).k.leases)))
 	assert.Zero(t, inflight)
 	_, err = q.Stats(ctx)
 	assert.Error(t, err)

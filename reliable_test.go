@@ -175,8 +175,8 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 			ctx := ctxT(t, 20*time.Second)
 			q := openQueue(t, c, Config{Layout: l.layout})
 			// Garbage placed in the top lane by hand, then a good message.
-			top := q.k.lanes[len(q.k.lanes)-1]
-			if q.isRange() {
+			top := sh(q).k.lanes[len(sh(q).k.lanes)-1]
+			if sh(q).isRange() {
 				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", top, "-1000", "garbage!")))
 			} else {
 				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", top, "garbage!")))
@@ -260,7 +260,7 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 3*time.Minute)
 	q := openQueue(t, c, Config{})
-	counts := q.k.meta + ":test-counts" // same hash tag, cleaned below
+	counts := sh(q).k.meta + ":test-counts" // same hash tag, cleaned below
 	t.Cleanup(func() { _ = c.Do(context.Background(), radix.Cmd(nil, "DEL", counts)) })
 
 	sent := make([]string, 0, total)
@@ -341,16 +341,16 @@ func TestExpiredLeasesComeBackInOrder(t *testing.T) {
 				require.NoError(t, err)
 				want = append(want, id)
 			}
-			first, _, err := q.take(ctx, q.k.highFirst, 12, time.Millisecond)
+			first, _, err := sh(q).take(ctx, sh(q).k.highFirst, 12, time.Millisecond)
 			require.NoError(t, err)
-			second, _, err := q.take(ctx, q.k.highFirst, 12, 20*time.Millisecond)
+			second, _, err := sh(q).take(ctx, sh(q).k.highFirst, 12, 20*time.Millisecond)
 			require.NoError(t, err)
 			require.Len(t, append(first, second...), 24)
 			newer, err := q.Enqueue(ctx, []byte("newer"), Priority(1))
 			require.NoError(t, err)
 			time.Sleep(50 * time.Millisecond)
 			for {
-				_, _, more, err := q.sweep(ctx, 5) // five at a time: several calls
+				_, _, more, err := sh(q).sweep(ctx, 5) // five at a time: several calls
 				require.NoError(t, err)
 				if !more {
 					break
@@ -459,9 +459,9 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("only"), Priority(2), ID("only-1"))
 			require.NoError(t, err)
 			var before []string
-			for _, lane := range q.k.lanes {
+			for _, lane := range sh(q).k.lanes {
 				var got []string
-				if q.isRange() {
+				if sh(q).isRange() {
 					require.NoError(t, c.Do(ctx, radix.Cmd(&got, "ZRANGE", lane, "0", "-1")))
 				} else {
 					require.NoError(t, c.Do(ctx, radix.Cmd(&got, "LRANGE", lane, "0", "-1")))
@@ -469,9 +469,9 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 				before = append(before, got...)
 			}
 			require.Len(t, before, 1)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
 			was := commandCalls(t, c)
-			msgs, _, err := q.take(ctx, q.k.highFirst, 1, time.Minute)
+			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 			require.NoError(t, err)
 			now := commandCalls(t, c)
 			require.Len(t, msgs, 1)
@@ -486,23 +486,23 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 			assert.LessOrEqual(t, inner, 5, "LMPOP, TIME, ZADD, HSET, EXISTS, and no wake-up: nothing else is ready")
 
 			var rec string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", q.k.inflight, msgs[0].token)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.inflight, msgs[0].token)))
 			assert.True(t, strings.HasSuffix(rec, "|"+before[0]), "the in-flight record holds the member unchanged")
 			var wake int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", q.k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).k.wake)))
 			assert.Zero(t, wake, "no work remains: no wake-up")
 
 			// The attempt counts when the delivery ends: a retry stores 1.
 			require.NoError(t, msgs[0].Retry(ctx, time.Nanosecond, "again"))
 			require.Eventually(t, func() bool {
-				moved, _, _, err := q.promote(ctx)
+				moved, _, _, err := sh(q).promote(ctx)
 				return err == nil && moved == 1
 			}, 5*time.Second, 10*time.Millisecond)
 			peek, err := q.Peek(ctx, 10)
 			require.NoError(t, err)
 			require.Len(t, peek, 1)
 			assert.Equal(t, 1, peek[0].Attempts)
-			msgs, _, err = q.take(ctx, q.k.highFirst, 1, time.Minute)
+			msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, msgs, 1)
 			assert.Equal(t, 2, msgs[0].Attempts)
@@ -523,16 +523,16 @@ func TestTakeWakesOthersOnlyForRemainingWork(t *testing.T) {
 	}
 	wake := func() int {
 		var n int
-		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", q.k.wake)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).k.wake)))
 		return n
 	}
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.wake)))
-	msgs, _, err := q.take(ctx, q.k.highFirst, 2, time.Minute)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
+	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "lane 2 holds two")
 	assert.Equal(t, 1, wake(), "lane 0 still has one")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.wake)))
-	msgs, _, err = q.take(ctx, q.k.highFirst, 5, time.Minute)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
+	msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Zero(t, wake(), "nothing left")
@@ -547,15 +547,15 @@ func TestTakeStopsAtAWrongTypedLaterLane(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(3)})
 	_, err := q.Enqueue(ctx, []byte("top"), Priority(2))
 	require.NoError(t, err)
-	corrupt(t, q, q.k.lanes[1])
-	msgs, _, err := q.take(ctx, q.k.highFirst, 5, time.Minute)
+	corrupt(t, q, sh(q).k.lanes[1])
+	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "top", string(msgs[0].Payload))
 	require.NoError(t, msgs[0].Ack(ctx))
 	_, err = q.Enqueue(ctx, []byte("low"), Priority(0))
 	require.NoError(t, err)
-	msgs, _, err = q.take(ctx, q.k.highFirst, 5, time.Minute)
+	msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
 	require.NoError(t, err, "the first key holding something is the wrong-typed one: passed by")
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "low", string(msgs[0].Payload))
@@ -578,8 +578,8 @@ func TestTakeFillsFromLaneAfterLane(t *testing.T) {
 				_, err := q.Enqueue(ctx, []byte(strconv.Itoa(i)), Priority(p))
 				require.NoError(t, err)
 			}
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.k.wake))) // set by the enqueues
-			msgs, _, err := q.take(ctx, q.k.highFirst, 10, time.Minute)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake))) // set by the enqueues
+			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 10, time.Minute)
 			require.NoError(t, err)
 			var got []string
 			for _, m := range msgs {
@@ -587,7 +587,7 @@ func TestTakeFillsFromLaneAfterLane(t *testing.T) {
 			}
 			assert.Equal(t, []string{"1", "3", "2", "0", "4"}, got, "highest first, FIFO within a priority")
 			var wake int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", q.k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).k.wake)))
 			assert.Zero(t, wake, "nothing left: no wake-up")
 			for i, m := range msgs {
 				require.NoError(t, m.Ack(ctx), "ack %d", i)

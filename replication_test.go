@@ -161,7 +161,7 @@ func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
 		_, err := q.Enqueue(ctx, []byte("m"), opts...)
 		require.NoError(t, err)
 	}
-	msgs, _, err := q.take(ctx, q.k.highFirst, 4, time.Minute)
+	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 4)
 	require.NoError(t, primary.Do(ctx, radix.Cmd(nil, "CONFIG", "SET", "maxmemory", "1")))
@@ -181,7 +181,7 @@ func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
 		assert.NoError(t, err, "ack %d (caller id: %v)", i, msgs[i].callerID)
 	}
 	var left int
-	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", q.k.leases)))
+	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", sh(q).k.leases)))
 	assert.Zero(t, left, "the replica has the acks")
 }
 

@@ -197,7 +197,7 @@ func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr erro
 		c.q.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", c.q.name),
 			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", herr))
 		if skip {
-			err = c.q.fail(fctx, m, 0, herr.Error(), failDead)
+			err = m.fail(fctx, 0, herr.Error(), failDead)
 		} else {
 			err = m.Retry(fctx, 0, herr.Error()) // at the last attempt fail.lua dead-letters it
 		}

@@ -135,7 +135,7 @@ func TestHandlerContextFollowsTheLease(t *testing.T) {
 // failed attempt instead of crashing.
 func TestCallHandler(t *testing.T) {
 	ctx := context.Background()
-	m := &Message{ID: "x"}
+	m := &Message{MessageInfo: MessageInfo{ID: "x"}}
 	boom := errors.New("boom")
 	assert.NoError(t, callHandler(ctx, m, func(context.Context, *Message) error { return nil }))
 	assert.Equal(t, boom, callHandler(ctx, m, func(context.Context, *Message) error { return boom }))

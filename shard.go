@@ -3,6 +3,8 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
@@ -20,17 +22,55 @@ var (
 	_ Client = radix.MultiClient(nil)
 )
 
-func (q *Queue) kind() string {
-	if q.cfg.Layout.kind == kindRange {
+// A shard is the part of a queue under one Redis Cluster hash tag: its keys
+// (keys.go) and every Redis call made on them, in the files of their
+// concepts (take.go, lease.go, producer.go, sweeper.go, promoter.go, dead.go,
+// queue.go; call.go for the calls themselves). Every script and pipeline
+// prioq sends touches the keys of one shard, which is what makes it legal on
+// a cluster. A Queue has one shard: its hash tag is the queue's name.
+//
+// A shard merges the concurrent single calls made on it (coalesce.go), and
+// errors it returns name the queue.
+type shard struct {
+	c    Client
+	name string  // the queue's name, for errors and logs
+	cfg  *Config // the queue's, defaults applied; read-only
+	k    keySet
+
+	// Merged calls: single enqueues (producer.go), acks of messages with
+	// generated ids (a pipeline) and with caller ids (ack.lua) (lease.go),
+	// takes (take.go).
+	plain  *coalescer[prepared, plainResult]
+	acks   *coalescer[ackReq, error]
+	idAcks *coalescer[ackReq, error]
+	takes  takeMergers
+
+	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
+}
+
+func newShard(c Client, name string, cfg *Config, k keySet) *shard {
+	s := &shard{c: c, name: name, cfg: cfg, k: k}
+	s.plain = &coalescer[prepared, plainResult]{size: func(p prepared) int { return len(p.env) },
+		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
+	s.acks = &coalescer[ackReq, error]{size: func(ackReq) int { return 1 },
+		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
+	s.idAcks = &coalescer[ackReq, error]{size: func(ackReq) int { return 1 },
+		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
+	s.takes.byLease = make(map[time.Duration]*coalescer[int, takeResult])
+	return s
+}
+
+func (s *shard) kind() string {
+	if s.cfg.Layout.kind == kindRange {
 		return argKindRange
 	}
 	return argKindLevels
 }
 
-func (q *Queue) isRange() bool { return q.cfg.Layout.kind == kindRange }
+func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 
-func (q *Queue) armFlag() string {
-	if q.cfg.Mode == AtLeastOnce {
+func (s *shard) armFlag() string {
+	if s.cfg.Mode == AtLeastOnce {
 		return argYes
 	}
 	return argNo
@@ -38,8 +78,8 @@ func (q *Queue) armFlag() string {
 
 // decodeLaneEntry decodes what a lane holds: the envelope itself in a level
 // list, seq‖envelope in a segment.
-func (q *Queue) decodeLaneEntry(b []byte) (envelope, error) {
-	if q.isRange() {
+func (s *shard) decodeLaneEntry(b []byte) (envelope, error) {
+	if s.isRange() {
 		if len(b) < seqLen {
 			return envelope{}, fmt.Errorf("%w: segment member of %d bytes", ErrCorrupt, len(b))
 		}

@@ -16,32 +16,34 @@ import (
 // call has a deadline, so one that hangs fails and the next interval tries
 // again.
 type sweeper struct {
-	c *Consumer
+	s      *shard
+	cfg    *ConsumerConfig // its consumer's: SweepInterval, OnSweep
+	report func(error)
 }
 
 // sweepBatch is how many expired leases one sweep call handles.
 const sweepBatch = 256
 
-func (s *sweeper) run(ctx context.Context) {
-	c := s.c
-	for round := 0; sleepCtx(ctx, jitter(c.cfg.SweepInterval)); round++ {
+func (w *sweeper) run(ctx context.Context) {
+	s := w.s
+	for round := 0; sleepCtx(ctx, jitter(w.cfg.SweepInterval)); round++ {
 		if round%metaEvery == 0 {
-			c.keepMeta(ctx)
+			s.keepMeta(ctx, w.report)
 		}
 		for {
-			cctx, cancel := context.WithTimeout(ctx, c.q.cfg.CallTimeout)
-			back, dead, more, err := c.q.sweep(cctx, sweepBatch)
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+			back, dead, more, err := s.sweep(cctx, sweepBatch)
 			cancel()
-			if (back > 0 || dead > 0) && c.cfg.OnSweep != nil {
-				c.cfg.OnSweep(back, dead)
+			if (back > 0 || dead > 0) && w.cfg.OnSweep != nil {
+				w.cfg.OnSweep(back, dead)
 			}
 			if back > 0 || dead > 0 {
-				c.q.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
-					slog.String("queue", c.q.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
+					slog.String("queue", s.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					c.report(err)
+					w.report(err)
 				}
 				break
 			}
@@ -63,15 +65,15 @@ func jitter(d time.Duration) time.Duration {
 // sweep redelivers messages whose lease has expired (or dead-letters them past
 // MaxAttempts), up to limit per call, and re-arms a lost wake-up. One round
 // trip.
-func (q *Queue) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
+func (s *shard) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
 	var res []int
-	err = q.do(ctx, sweepScript.Cmd(&res, q.k.sweepKeys, strconv.Itoa(limit),
-		strconv.Itoa(q.cfg.MaxAttempts), q.kind()))
+	err = s.do(ctx, sweepScript.Cmd(&res, s.k.sweepKeys, strconv.Itoa(limit),
+		strconv.Itoa(s.cfg.MaxAttempts), s.kind()))
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, err)
+		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", s.name, err)
 	}
 	if len(res) != 3 {
-		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", q.name, ErrScript)
+		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", s.name, ErrScript)
 	}
 	return res[0], res[1], res[2] == 1, nil
 }

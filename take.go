@@ -28,37 +28,37 @@ func leaseSuffix() string {
 // deadline the message carries is lease after this host's monotonic clock
 // before the call: no later than the server's, whatever the host's wall
 // clock says, so a handler's context never outlives its lease.
-func (q *Queue) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
-	keys := append([]string{q.k.paused, q.k.leases, q.k.inflight, q.k.wake}, lanes...)
+func (s *shard) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
+	keys := append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, lanes...)
 	start := time.Now()
-	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), q.kind(), leaseSuffix()}
+	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), s.kind(), leaseSuffix()}
 	var raw [][]byte
-	if err := q.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
-		return nil, false, fmt.Errorf("prioq: take from %q: %w", q.name, err)
+	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
+		return nil, false, fmt.Errorf("prioq: take from %q: %w", s.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == replyPaused {
 		return nil, true, nil
 	}
 	if n := len(raw); n >= 2 && string(raw[n-2]) == replyBroken {
-		q.logBrokenLanes(ctx, string(raw[n-1]))
+		s.logBrokenLanes(ctx, string(raw[n-1]))
 		raw = raw[:n-2]
 	}
 	if len(raw)%2 != 0 {
-		return nil, false, fmt.Errorf("prioq: take from %q: %w: %d reply items", q.name, ErrScript, len(raw))
+		return nil, false, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
 	}
 	deadline := start.Add(lease)
 	for i := 0; i < len(raw); i += 2 {
 		token, member := string(raw[i]), raw[i+1]
-		e, derr := q.decodeLaneEntry(member)
+		e, derr := s.decodeLaneEntry(member)
 		if derr != nil {
 			// Corrupt entries were leased like any other, so this is safe to
 			// report and move aside without losing anything else.
-			q.bury(ctx, token, derr)
+			s.bury(ctx, token, derr)
 			continue
 		}
-		m := newMessage(e)
+		m := newMessage(e, s)
 		m.Attempts++ // the stored count is of the deliveries before this one
-		m.q, m.token, m.deadline, m.raw = q, token, deadline, member
+		m.token, m.deadline, m.raw = token, deadline, member
 		msgs = append(msgs, m)
 	}
 	return msgs, false, nil
@@ -70,14 +70,14 @@ const brokenLogEvery = time.Minute
 
 // logBrokenLanes says, at most once per brokenLogEvery, that takes pass by
 // lane keys of the wrong type: their messages wait until the keys are mended.
-func (q *Queue) logBrokenLanes(ctx context.Context, keys string) {
+func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
 	now := time.Now().UnixNano()
-	last := q.brokenLogged.Load()
-	if now-last < int64(brokenLogEvery) || !q.brokenLogged.CompareAndSwap(last, now) {
+	last := s.brokenLogged.Load()
+	if now-last < int64(brokenLogEvery) || !s.brokenLogged.CompareAndSwap(last, now) {
 		return
 	}
-	q.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type: takes pass them by until they are mended",
-		slog.String("queue", q.name), slog.String("keys", keys))
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type: takes pass them by until they are mended",
+		slog.String("queue", s.name), slog.String("keys", keys))
 }
 
 // takeMerged is take over the queue's fixed lane order, merged with the
@@ -88,19 +88,17 @@ func (q *Queue) logBrokenLanes(ctx context.Context, keys string) {
 // after it queued, is dropped and returns an error; one sent is waited for
 // whatever ctx does, because its leased messages must reach their asker
 // (each merged call has CallTimeout).
-func (q *Queue) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*Message, error) {
-	q.takes.mu.Lock()
-	c := q.takes.byLease[lease]
+func (s *shard) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*Message, error) {
+	s.takes.mu.Lock()
+	c := s.takes.byLease[lease]
 	if c == nil {
-		c = &coalescer[int, takeResult]{
-			run:  func(ctx context.Context, ns []int) []takeResult { return q.takeFor(ctx, ns, lease) },
-			size: func(n int) int { return n }, maxItems: MaxBatch, maxBytes: MaxBatch, timeout: q.cfg.CallTimeout,
-			keepSent: true,
-		}
-		q.takes.byLease[lease] = c
+		c = &coalescer[int, takeResult]{size: func(n int) int { return n }, maxItems: MaxBatch, maxBytes: MaxBatch,
+			timeout: s.cfg.CallTimeout, keepSent: true}
+		s.takes.byLease[lease] = c
 	}
-	q.takes.mu.Unlock()
-	r := c.do(ctx, n, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", q.name, err)} })
+	s.takes.mu.Unlock()
+	run := func(ctx context.Context, ns []int) []takeResult { return s.takeFor(ctx, ns, lease) }
+	r := c.do(ctx, n, run, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)} })
 	return r.msgs, r.err
 }
 
@@ -117,13 +115,13 @@ type takeResult struct {
 
 // takeFor makes one take for askers wanting ns[i] messages each and shares
 // out what it got, in order.
-func (q *Queue) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
+func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
 	total := 0
 	for _, n := range ns {
 		total += n
 	}
 	out := make([]takeResult, len(ns))
-	msgs, _, err := q.take(ctx, q.k.highFirst, min(total, MaxBatch), lease)
+	msgs, _, err := s.take(ctx, s.k.highFirst, min(total, MaxBatch), lease)
 	for i, n := range ns {
 		if err != nil {
 			out[i].err = err
