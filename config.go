@@ -3,9 +3,7 @@ package prioq
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -208,22 +206,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: WaitTimeout %v is not below CallTimeout %v", ErrInvalidOption, c.WaitTimeout, c.CallTimeout)
 	}
 	return nil
-}
-
-// minDurations refuses a duration above 0 and below MinDuration, naming its
-// field (0 or less selects the field's default).
-func minDurations(fields map[string]time.Duration) error {
-	var bad []string
-	for name, d := range fields {
-		if d > 0 && d < MinDuration {
-			bad = append(bad, fmt.Sprintf("%s %v", name, d))
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	slices.Sort(bad)
-	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
 }
 
 func (c Config) withDefaults() Config {

@@ -1,6 +1,11 @@
 package prioq
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
 
 // The defaults of Config and ConsumerConfig: a field left at its zero value
 // (or below it) takes the value named here. DialerConfig's are in dialer.go.
@@ -61,3 +66,19 @@ const (
 	// DefaultRetryInterval is ConsumerConfig.RetryInterval's default.
 	DefaultRetryInterval = 500 * time.Millisecond
 )
+
+// minDurations refuses a duration above 0 and below MinDuration, naming its
+// field (0 or less selects the field's default).
+func minDurations(fields map[string]time.Duration) error {
+	var bad []string
+	for name, d := range fields {
+		if d > 0 && d < MinDuration {
+			bad = append(bad, fmt.Sprintf("%s %v", name, d))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
+}

@@ -41,7 +41,6 @@ const (
 	envOffIDLen    = 22
 	envHeaderLen   = 23 // the id starts here
 	flagCallerID   = 1 << 0
-	maxIDLen       = 128
 )
 
 type envelope struct {

@@ -11,6 +11,9 @@ import (
 
 // validateID accepts 1..128 bytes of printable ASCII without spaces, so an id is
 // safe in logs, in a lease token and on the command line of redis-cli.
+// maxIDLen is the longest id (the envelope keeps its length in one byte).
+const maxIDLen = 128
+
 func validateID(id string) error {
 	if len(id) == 0 || len(id) > maxIDLen {
 		return fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidID, len(id), maxIDLen)

@@ -23,8 +23,23 @@ const (
 	kindRange
 )
 
-// MaxLevels is the largest n for Levels(n) and the most segments for Range.
-const MaxLevels = 64
+// Levels is the layout for a small fixed set of priorities 0 … n-1 (n ≤ 64), one
+// Redis list (a lane) per level. Push and pop are O(1). Priority n-1 is served
+// first; messages of one priority are served first in, first out.
+func Levels(n int) Layout { return Layout{kind: kindLevels, levels: n} }
+
+// Range is the layout for a wide integer priority range lo … hi (within ±2^53),
+// split into `segments` equal bands (1..64), one Redis sorted set per band.
+// Push and pop are O(log n). The highest priority is served first; messages of
+// one priority are served first in, first out.
+//
+// Inside a segment a message is the member seq‖envelope with score -priority:
+// ZPOPMIN takes the highest priority, and among equal scores Redis orders
+// members bytewise, so the 8-byte big-endian sequence number (taken from the
+// queue's seq counter when the message becomes ready) makes ties FIFO.
+func Range(lo, hi int64, segments int) Layout {
+	return Layout{kind: kindRange, lo: lo, hi: hi, segments: segments}
+}
 
 func (l Layout) withDefaults() Layout {
 	if l.kind == 0 {
@@ -36,12 +51,9 @@ func (l Layout) withDefaults() Layout {
 func (l Layout) validate() error {
 	switch l.kind {
 	case kindLevels:
-		if l.levels < 1 || l.levels > MaxLevels {
-			return fmt.Errorf("%w: Levels(%d): want 1..%d levels", ErrInvalidLayout, l.levels, MaxLevels)
-		}
-		return nil
+		return validateLevels(l.levels)
 	case kindRange:
-		return l.validateRange()
+		return validateRange(l.lo, l.hi, l.segments)
 	}
 	return fmt.Errorf("%w: unknown layout kind %d", ErrInvalidLayout, l.kind)
 }
@@ -59,12 +71,9 @@ func (l Layout) lanes() int {
 // laneOf maps a priority to its lane; lane lanes()-1 is served first.
 func (l Layout) laneOf(p int64) (int, error) {
 	if l.kind == kindRange {
-		return l.segmentOf(p)
+		return segmentOf(l.lo, l.hi, l.segments, p)
 	}
-	if p < 0 || p >= int64(l.levels) {
-		return 0, fmt.Errorf("%w: %d is outside Levels(%d) (0..%d)", ErrInvalidPriority, p, l.levels, l.levels-1)
-	}
-	return int(p), nil
+	return levelOf(l.levels, p)
 }
 
 // defaultPriority is what Enqueue uses without a Priority option: 0 when the

@@ -130,7 +130,7 @@ func priorityGen(rng *rand.Rand, l Layout) func() int64 {
 		var p int64 = l.lo
 		for lo, hi := l.lo, l.hi; lo <= hi; {
 			mid := lo + (hi-lo)/2
-			if seg, _ := l.segmentOf(mid); seg >= s {
+			if seg, _ := l.laneOf(mid); seg >= s {
 				p, hi = mid, mid-1
 			} else {
 				lo = mid + 1

@@ -127,7 +127,7 @@ func TestSegmentOf(t *testing.T) {
 		{full, 1, 32},
 		{full, MaxRangePriority, 63},
 	} {
-		got, err := tc.l.segmentOf(tc.p)
+		got, err := tc.l.laneOf(tc.p)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%v: priority %d", tc.l, tc.p)
 	}
@@ -141,7 +141,7 @@ func TestSegmentOf(t *testing.T) {
 		{full, math.MaxInt64},
 		{full, MaxRangePriority + 1},
 	} {
-		_, err := tc.l.segmentOf(tc.p)
+		_, err := tc.l.laneOf(tc.p)
 		assert.ErrorIs(t, err, ErrInvalidPriority, "%v: priority %d", tc.l, tc.p)
 	}
 }
@@ -152,7 +152,7 @@ func TestSegmentWidths(t *testing.T) {
 	counts := make([]int, 7)
 	last := 0
 	for p := int64(0); p <= 99; p++ {
-		s, err := l.segmentOf(p)
+		s, err := l.laneOf(p)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, s, last, "priority %d", p)
 		last = s
@@ -189,8 +189,8 @@ func FuzzScoreRoundTrip(f *testing.F) {
 		if p1 < lo || p1 > hi || p2 < lo || p2 > hi {
 			return
 		}
-		s1, err1 := l.segmentOf(p1)
-		s2, err2 := l.segmentOf(p2)
+		s1, err1 := l.laneOf(p1)
+		s2, err2 := l.laneOf(p2)
 		if err1 != nil || err2 != nil || s1 < 0 || s2 < 0 || s1 >= segs || s2 >= segs {
 			t.Fatalf("segments %d %d (%v %v) for %v", s1, s2, err1, err2, l)
 		}

@@ -2,7 +2,6 @@ package prioq
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -80,10 +79,10 @@ func (s *shard) armFlag() string {
 // list, seq‖envelope in a segment.
 func (s *shard) decodeLaneEntry(b []byte) (envelope, error) {
 	if s.isRange() {
-		if len(b) < seqLen {
-			return envelope{}, fmt.Errorf("%w: segment member of %d bytes", ErrCorrupt, len(b))
+		var err error
+		if b, err = segmentEnvelope(b); err != nil {
+			return envelope{}, err
 		}
-		b = b[seqLen:]
 	}
 	return decodeEnvelope(b)
 }
