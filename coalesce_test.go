@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +301,36 @@ func TestCloseDropsAQueuedTake(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), st.InFlight, "only a's message is leased")
 	assert.Equal(t, int64(4), st.Ready)
+}
+
+// A call queued behind a merged call returns by its own deadline (its
+// ctx's, else CallTimeout from when it was made), however many merged calls
+// are ahead of it. Before the fix each merged call had its own CallTimeout:
+// with Redis paused, the last of 1,000 enqueues returned after ~1.5 s.
+func TestQueuedCallsReturnByTheirDeadline(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	addr := ownServer(t)
+	cl := ownPool(t, addr, 8)
+	q := openQueue(t, cl, Config{Layout: Levels(1), CallTimeout: 300 * time.Millisecond})
+	admin := ownPool(t, addr, 1)
+	require.NoError(t, admin.Do(ctx, radix.Cmd(nil, "CLIENT", "PAUSE", "3000", "WRITE")))
+	t.Cleanup(func() { _ = admin.Do(context.Background(), radix.Cmd(nil, "CLIENT", "UNPAUSE")) })
+
+	var wg sync.WaitGroup
+	var slowest atomic.Int64
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, _ = q.Enqueue(context.Background(), []byte("x"))
+			if d := int64(time.Since(start)); d > slowest.Load() {
+				for old := slowest.Load(); d > old && !slowest.CompareAndSwap(old, d); old = slowest.Load() {
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("slowest enqueue returned after %v", time.Duration(slowest.Load()).Round(time.Millisecond))
+	assert.Less(t, time.Duration(slowest.Load()), 300*time.Millisecond+abandonGrace+300*time.Millisecond)
 }

@@ -80,30 +80,18 @@ func (c ConsumerConfig) validate() error {
 }
 
 func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Lease <= 0 {
-		c.Lease = DefaultLease
-	}
+	orDefault(&c.Concurrency, DefaultConcurrency)
+	orDefault(&c.Lease, DefaultLease)
 	if c.BlockTimeout <= 0 {
 		c.BlockTimeout = DefaultBlockTimeoutAtMostOnce
 		if mode == AtLeastOnce {
 			c.BlockTimeout = DefaultBlockTimeout
 		}
 	}
-	if c.PromoteWait <= 0 {
-		c.PromoteWait = DefaultPromoteWait
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = max(min(DefaultSweepInterval, c.Lease/2), MinDuration)
-	}
-	if c.GracePeriod <= 0 {
-		c.GracePeriod = DefaultGracePeriod
-	}
-	if c.RetryInterval <= 0 {
-		c.RetryInterval = DefaultRetryInterval
-	}
+	orDefault(&c.PromoteWait, DefaultPromoteWait)
+	orDefault(&c.SweepInterval, max(min(DefaultSweepInterval, c.Lease/2), MinDuration))
+	orDefault(&c.GracePeriod, DefaultGracePeriod)
+	orDefault(&c.RetryInterval, DefaultRetryInterval)
 	return c
 }
 
@@ -196,9 +184,19 @@ type Config struct {
 // a take of MaxBatch on the reference machine).
 const MaxBatch = 10000
 
-// validate refuses what withDefaults cannot make sense of: durations between
-// 0 and MinDuration, a WaitTimeout the call would not outlive.
+// validate refuses a config (defaults applied) that cannot be used: a bad
+// layout or mode, a PromoteBatch above MaxBatch, durations between 0 and
+// MinDuration, a WaitTimeout the call would not outlive.
 func (c Config) validate() error {
+	if err := c.Layout.validate(); err != nil {
+		return err
+	}
+	if c.Mode != AtLeastOnce && c.Mode != AtMostOnce {
+		return fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, c.Mode)
+	}
+	if c.PromoteBatch > MaxBatch {
+		return fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, c.PromoteBatch, MaxBatch)
+	}
 	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout}); err != nil {
 		return err
 	}
@@ -210,24 +208,14 @@ func (c Config) validate() error {
 
 func (c Config) withDefaults() Config {
 	c.Layout = c.Layout.withDefaults()
-	if c.MaxPayload <= 0 {
-		c.MaxPayload = DefaultMaxPayload
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
+	orDefault(&c.MaxPayload, DefaultMaxPayload)
+	orDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
 	}
-	if c.PromoteBatch <= 0 {
-		c.PromoteBatch = DefaultPromoteBatch
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.WaitTimeout <= 0 {
-		c.WaitTimeout = DefaultWaitTimeout
-	}
+	orDefault(&c.PromoteBatch, DefaultPromoteBatch)
+	orDefault(&c.CallTimeout, DefaultCallTimeout)
+	orDefault(&c.WaitTimeout, DefaultWaitTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

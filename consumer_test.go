@@ -3,6 +3,12 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,37 +45,6 @@ func TestCloseReturnsAfterThePopGaveBack(t *testing.T) {
 		var n int
 		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
 		require.Equal(t, 1, n, "run %d: Close returned before the popped message was back", i)
-	}
-}
-
-// Close gives back messages fetched but not handed out in their order.
-func TestPutBackKeepsOrder(t *testing.T) {
-	c := newClient(t)
-	for _, m := range bothModes {
-		for _, l := range someLayouts {
-			t.Run(m.name+"/"+l.name, func(t *testing.T) {
-				ctx := ctxT(t, 10*time.Second)
-				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode})
-				var want []string
-				for i := 0; i < 5; i++ {
-					id, err := q.Enqueue(ctx, []byte("x"))
-					require.NoError(t, err)
-					want = append(want, id)
-				}
-				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-				held, err := cons.ReceiveBatch(ctx, 5)
-				require.NoError(t, err)
-				require.Len(t, held, 5)
-				require.NoError(t, cons.fetcher.giveBack(ctx, held))
-				peek, err := q.Peek(ctx, 10)
-				require.NoError(t, err)
-				var got []string
-				for _, p := range peek {
-					got = append(got, p.ID)
-				}
-				assert.Equal(t, want, got)
-			})
-		}
 	}
 }
 
@@ -141,51 +116,6 @@ func TestCloseBeforeAtMostOncePopEndsLosesNothing(t *testing.T) {
 	assert.Equal(t, id, m.ID)
 }
 
-func TestConsumerConfigWithDefaults(t *testing.T) {
-	alo := ConsumerConfig{}.withDefaults(AtLeastOnce)
-	assert.Equal(t, 1, alo.Concurrency)
-	assert.Equal(t, 30*time.Second, alo.Lease)
-	assert.Equal(t, 5*time.Second, alo.BlockTimeout)
-	assert.Equal(t, 30*time.Second, alo.PromoteWait)
-	assert.Equal(t, 10*time.Second, alo.SweepInterval, "Lease/2 is longer")
-	assert.Equal(t, 30*time.Second, alo.GracePeriod)
-	assert.Equal(t, 500*time.Millisecond, alo.RetryInterval)
-	assert.Equal(t, 2*time.Second, ConsumerConfig{}.withDefaults(AtMostOnce).BlockTimeout,
-		"Close of an AtMostOnce consumer waits for its pop: a shorter block")
-
-	short := ConsumerConfig{Lease: 4 * time.Second}.withDefaults(AtLeastOnce)
-	assert.Equal(t, 2*time.Second, short.SweepInterval, "half the lease when that is shorter")
-	set := ConsumerConfig{Concurrency: 3, Lease: 4 * time.Second, SweepInterval: 20 * time.Second,
-		BlockTimeout: time.Second, GracePeriod: -1}.withDefaults(AtMostOnce)
-	assert.Equal(t, 3, set.Concurrency)
-	assert.Equal(t, 20*time.Second, set.SweepInterval, "a set interval is kept")
-	assert.Equal(t, time.Second, set.BlockTimeout)
-	assert.Equal(t, 30*time.Second, set.GracePeriod)
-}
-
-// jitter spreads a sweep interval over [0.75d, 1.25d).
-func TestJitter(t *testing.T) {
-	for _, d := range []time.Duration{0, 1, 3} {
-		assert.Equal(t, d, jitter(d), "below 4 ns: unchanged")
-	}
-	for _, d := range []time.Duration{4, time.Second} {
-		var low, high int
-		for i := 0; i < 200; i++ {
-			j := jitter(d)
-			if j < d*3/4 || j >= d*5/4 {
-				t.Fatalf("jitter(%v) = %v, want [%v, %v)", d, j, d*3/4, d*5/4)
-			}
-			if j < d {
-				low++
-			} else {
-				high++
-			}
-		}
-		assert.NotZero(t, low, "jitter(%v) never below d", d)
-		assert.NotZero(t, high, "jitter(%v) never at or above d", d)
-	}
-}
-
 // Weights are checked before the consumer starts anything.
 func TestNewConsumerRejectsBadWeights(t *testing.T) {
 	q := pureQueue(Config{Layout: Levels(3)})
@@ -193,4 +123,248 @@ func TestNewConsumerRejectsBadWeights(t *testing.T) {
 		_, err := q.NewConsumer(ConsumerConfig{Weights: w})
 		assert.ErrorIs(t, err, ErrInvalidOption, "weights %v", w)
 	}
+}
+
+// holdOne makes cons hold one message fetched after its caller gave up (it
+// is neither handed out nor given back): the situation Close meets.
+func holdOne(t *testing.T, q *Queue, cons *Consumer, opts ...Option) string {
+	t.Helper()
+	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	_, err := cons.Receive(short) // gives up; its fetch goes on
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	id, err := q.Enqueue(context.Background(), []byte("held"), opts...)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		cons.fetcher.mu.Lock()
+		defer cons.fetcher.mu.Unlock()
+		return len(cons.fetcher.held) == 1 && cons.fetcher.running == nil
+	}, 5*time.Second, time.Millisecond, "the fetch took the message for nobody")
+	return id
+}
+
+// Close gives back what the consumer holds whatever ctx it gets: an
+// AtMostOnce message exists nowhere else, and an AtLeastOnce one should not
+// wait out its lease (nor count an attempt). Before the fix, Close with an
+// ended ctx put the AtMostOnce message back with that ctx, and lost it.
+func TestCloseWithEndedCtxGivesBackWhatItHolds(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := openQueue(t, c, Config{Mode: m.mode})
+			cons, err := q.NewConsumer(ConsumerConfig{NoPromoter: true, BlockTimeout: time.Second, Lease: time.Minute})
+			require.NoError(t, err)
+			id := holdOne(t, q, cons)
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = cons.Close(ended) // may say the give-back goes on after it
+			ctx := ctxT(t, 10*time.Second)
+			assert.Eventually(t, func() bool { return len(liveIDs(t, q)) == 1 }, 5*time.Second, 10*time.Millisecond,
+				"the held message is back in its lane")
+			assert.Equal(t, []string{id}, liveIDs(t, q))
+			if m.mode == AtLeastOnce {
+				st, err := q.Stats(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, int64(0), st.InFlight)
+			}
+		})
+	}
+}
+
+// A held AtMostOnce message keeps its caller id until it is handed out,
+// so that the id cannot be enqueued again meanwhile and then be alive twice
+// once Close gives the held one back. Before the fix the id was released at
+// the pop and Close re-added it: two live messages "x".
+func TestHeldAtMostOnceMessageKeepsItsID(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Mode: AtMostOnce})
+	cons, err := q.NewConsumer(ConsumerConfig{NoPromoter: true, BlockTimeout: time.Second})
+	require.NoError(t, err)
+	holdOne(t, q, cons, ID("x"))
+	_, err = q.Enqueue(ctx, []byte("again"), ID("x"))
+	assert.ErrorIs(t, err, ErrDuplicate, "the held message is alive")
+	require.NoError(t, cons.Close(ctx))
+	assert.Equal(t, []string{"x"}, liveIDs(t, q), "one live message x")
+
+	cons2 := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	m, err := cons2.Receive(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "held", string(m.Payload))
+	_, err = q.Enqueue(ctx, []byte("after"), ID("x"))
+	assert.NoError(t, err, "handed out, the id is free again")
+}
+
+// An AtMostOnce message held at Close whose lane key now holds the wrong
+// type has nowhere to go: Close says so, and its caller id is released,
+// while the messages of the other lanes are back.
+func TestAtMostOnceGiveBackIntoABrokenLane(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Layout: Levels(3), Mode: AtMostOnce})
+	_, err := q.Enqueue(ctx, []byte("hi"), ID("hi"), Priority(2))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("lo"), ID("lo"), Priority(0))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	var held []*Message
+	for range 2 {
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		held = append(held, m)
+	}
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+	err = cons.fetcher.giveBack(ctx, held)
+	assert.ErrorContains(t, err, "1 of 2 messages lost")
+	assert.Equal(t, []string{"lo"}, liveIDs(t, q))
+	_, err = q.Enqueue(ctx, []byte("again"), ID("hi"), Priority(1))
+	assert.NoError(t, err, "the lost message's id is free")
+}
+
+// Close gives back what it holds in one round trip, without waiting for
+// replicas (a give-back acknowledges nothing), and returns nil when every
+// message is back. Before the fix it waited WaitTimeout per message and
+// returned ErrNotReplicated.
+func TestCloseGivesBackInOneRoundTripWithoutWaitingForReplicas(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := ownPool(t, ownServer(t), 8)
+	q := openQueue(t, cl, Config{Layout: Levels(2), WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	ids := []string{"a", "b", "c", "d", "e"}
+	plain, err := Open(ctx, cl, q.Name(), Config{Layout: Levels(2)}) // enqueues need no replica
+	require.NoError(t, err)
+	enqueueIDs(ctx, t, plain, ids...)
+	cons, err := q.NewConsumer(ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	msgs, err := cons.ReceiveBatch(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, msgs, 5)
+	cons.fetcher.mu.Lock()
+	cons.fetcher.held = msgs
+	cons.fetcher.mu.Unlock()
+	_, err = sh(q).release(ctx, nil) // loads the script: NOSCRIPT would count a second call
+	require.NoError(t, err)
+	before := commandCalls(t, cl)
+	start := time.Now()
+	err = cons.Close(ctx)
+	took := time.Since(start)
+	after := commandCalls(t, cl)
+	assert.NoError(t, err)
+	assert.Less(t, took, 200*time.Millisecond)
+	assert.Equal(t, 0, after["wait"]-before["wait"], "no WAIT")
+	assert.LessOrEqual(t, after["evalsha"]+after["eval"]-before["evalsha"]-before["eval"], 1, "one script call")
+	assert.Equal(t, ids, liveIDs(t, q))
+}
+
+const helperEnv = "PRIOQ_TEST_HELPER"
+
+// runHelperProcess is the body of the test binary when it is re-run as a
+// consumer process. It counts each delivery in a Redis hash before its handler
+// returns, so the parent can tell what was handled and how often.
+func runHelperProcess() int {
+	ctx := context.Background()
+	cl, err := radix.PoolConfig{Size: 8}.New(ctx, "tcp", os.Getenv("PRIOQ_TEST_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	q, err := Open(ctx, cl, os.Getenv("PRIOQ_TEST_QUEUE"), Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cons, err := q.NewConsumer(ConsumerConfig{Concurrency: 16, Lease: time.Second, SweepInterval: 200 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	counts := os.Getenv("PRIOQ_TEST_COUNTS")
+	// Seeded by the parent test, which logs the seed it draws these from.
+	seed, _ := strconv.ParseUint(os.Getenv("PRIOQ_TEST_SEED"), 10, 64)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var rngMu sync.Mutex
+	_ = cons.Run(ctx, func(ctx context.Context, m *Message) error {
+		if err := cl.Do(ctx, radix.Cmd(nil, "HINCRBY", counts, m.ID, "1")); err != nil {
+			return err
+		}
+		rngMu.Lock()
+		pause := time.Duration(rng.IntN(3)) * time.Millisecond
+		rngMu.Unlock()
+		time.Sleep(pause)
+		return nil
+	})
+	return 0
+}
+
+func TestConsumerProcessKilledMidHandler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns consumer processes")
+	}
+	const total, kills = 10000, 6
+	c := newClient(t)
+	ctx := ctxT(t, 3*time.Minute)
+	q := openQueue(t, c, Config{})
+	counts := sh(q).k.meta + ":test-counts" // same hash tag, cleaned below
+	t.Cleanup(func() { _ = c.Do(context.Background(), radix.Cmd(nil, "DEL", counts)) })
+
+	sent := make([]string, 0, total)
+	for len(sent) < total {
+		items := make([]EnqueueItem, 500)
+		for i := range items {
+			items[i] = EnqueueItem{Payload: []byte("work"), Options: []Option{Priority(int64(i % 3))}}
+		}
+		res, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+		for _, r := range res {
+			sent = append(sent, r.ID)
+		}
+	}
+	rng := newRand(t)
+	spawn := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=1", "PRIOQ_TEST_ADDR="+testAddr,
+			"PRIOQ_TEST_QUEUE="+q.Name(), "PRIOQ_TEST_COUNTS="+counts,
+			"PRIOQ_TEST_SEED="+strconv.FormatUint(rng.Uint64(), 10))
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		return cmd
+	}
+	remaining := func() int64 {
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		return st.Ready + st.InFlight + st.Delayed
+	}
+	killed := 0
+	for killed < kills && remaining() > 0 {
+		cmd := spawn()
+		time.Sleep(time.Duration(150+rng.IntN(250)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		killed++
+	}
+	cmd := spawn() // the survivor finishes the work, redelivering what the dead held
+	require.Eventually(t, func() bool { return remaining() == 0 }, 2*time.Minute, 50*time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+
+	var handled map[string]string
+	require.NoError(t, c.Do(ctx, radix.Cmd(&handled, "HGETALL", counts)))
+	var lost, dup int
+	for _, id := range sent {
+		n, _ := strconv.Atoi(handled[id])
+		if n == 0 {
+			lost++
+		}
+		if n > 1 {
+			dup++
+		}
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	t.Logf("%d messages, %d kills: %d handled more than once, %d lost, %d dead", total, killed, dup, lost, st.Dead)
+	assert.Zero(t, lost)
+	assert.Zero(t, st.Dead)
+	assert.Len(t, handled, total)
+	// Duplicates come only from deliveries cut by a kill: at most Concurrency
+	// (16) in flight per kill, plus acks lost with the process.
+	assert.LessOrEqual(t, dup, kills*(16+maxMergedAcks))
 }

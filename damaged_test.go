@@ -2,7 +2,9 @@ package prioq
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,12 +153,10 @@ func TestDeadLetterOfDamagedDelayedRecordKeepsItsID(t *testing.T) {
 			_, _, _, err = sh(q).promote(ctx)
 			require.NoError(t, err)
 
-			dead, err := q.DeadLetters(ctx, 0, 10)
-			require.NoError(t, err)
-			require.Len(t, dead, 1)
-			assert.Equal(t, "p|q", dead[0].ID)
-			assert.Equal(t, "x", string(dead[0].Payload), "the message inside the damaged record")
-			assert.NotEmpty(t, dead[0].Raw, "the damaged record, byte for byte")
+			dead := onlyDeadLetter(t, q)
+			assert.Equal(t, "p|q", dead.ID)
+			assert.Equal(t, "x", string(dead.Payload), "the message inside the damaged record")
+			assert.NotEmpty(t, dead.Raw, "the damaged record, byte for byte")
 			require.ErrorIs(t, q.RequeueDead(ctx, "p|q"), ErrCorrupt)
 
 			n, err := q.PurgeDead(ctx)
@@ -164,6 +164,217 @@ func TestDeadLetterOfDamagedDelayedRecordKeepsItsID(t *testing.T) {
 			assert.Equal(t, int64(1), n)
 			_, err = q.Enqueue(ctx, []byte("again"), ID("p|q"))
 			assert.NoError(t, err, "purging released the caller id")
+		})
+	}
+}
+
+// hugeScore is a score of 400 digits: digits only, but beyond a double, so
+// ZADD refuses it.
+var hugeScore = strings.Repeat("9", 400)
+
+// damageScore replaces the score field of a "lane|score|rest" record.
+func damageScore(rec string) string {
+	lane, rest, _ := strings.Cut(rec, "|")
+	_, rest, _ = strings.Cut(rest, "|")
+	return lane + "|" + hugeScore + "|" + rest
+}
+
+// A Range record whose score does not fit a double (digits only) must go
+// to the dead letters alone. Before the fix the scripts wrote first and then
+// failed at ZADD ("ERR value is not a valid float"): the sweep lost three
+// healthy messages with the damaged one, RequeueAllDead three dead letters.
+func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
+	c := newClient(t)
+	lay := Range(-1000, 1000, 4)
+	inFlight := func(t *testing.T, q *Queue) []*Message {
+		ctx := context.Background()
+		for i := range 4 {
+			_, err := q.Enqueue(ctx, []byte{'a' + byte(i)}, Priority(int64(i*100)))
+			require.NoError(t, err)
+		}
+		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, 20*time.Millisecond)
+		require.NoError(t, err)
+		require.Len(t, got, 4)
+		var rec string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.inflight, got[1].token)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.inflight, got[1].token, damageScore(rec))))
+		return got
+	}
+	counts := func(t *testing.T, q *Queue) (ready, inflight, dead int64) {
+		st, err := q.Stats(context.Background())
+		require.NoError(t, err)
+		return st.Ready, st.InFlight, st.Dead
+	}
+	t.Run("sweep", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		q := openQueue(t, c, Config{Layout: lay})
+		inFlight(t, q)
+		time.Sleep(50 * time.Millisecond)
+		_, _, _, err := sh(q).sweep(ctx, 100)
+		require.NoError(t, err)
+		ready, inflight, dead := counts(t, q)
+		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
+	})
+	for _, op := range []string{failRetry, failDead} {
+		t.Run("fail "+op, func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: lay})
+			got := inFlight(t, q)
+			for _, m := range got {
+				_, err := sh(q).fail(ctx, m.token, 0, "x", op)
+				require.NoError(t, err)
+			}
+			ready, inflight, dead := counts(t, q)
+			if op == failRetry {
+				assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
+			} else {
+				assert.Equal(t, []int64{0, 0, 4}, []int64{ready, inflight, dead})
+			}
+		})
+	}
+	t.Run("close", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		q := openQueue(t, c, Config{Layout: lay})
+		got := inFlight(t, q)
+		cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+		_ = cons.fetcher.giveBack(ctx, got)
+		ready, inflight, dead := counts(t, q)
+		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
+	})
+	t.Run("promote", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		q := openQueue(t, c, Config{Layout: lay})
+		for i := range 4 {
+			_, err := q.Enqueue(ctx, []byte("d"), ID(string(rune('a'+i))), Delay(time.Minute), Priority(int64(i)))
+			require.NoError(t, err)
+		}
+		damageDelayed(t, q, "b", damageScore)
+		moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+		require.NoError(t, err)
+		assert.Equal(t, 3, moved)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{3, 0, 1}, []int64{st.Ready, st.Delayed, st.Dead})
+	})
+	t.Run("requeue dead", func(t *testing.T) {
+		ctx := ctxT(t, 10*time.Second)
+		q := openQueue(t, c, Config{Layout: lay})
+		for i := range 4 {
+			_, err := q.Enqueue(ctx, []byte("d"), ID(string(rune('a'+i))), Priority(int64(i)))
+			require.NoError(t, err)
+		}
+		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
+		require.NoError(t, err)
+		for _, m := range got {
+			require.NoError(t, m.fail(ctx, 0, "x", failDead))
+		}
+		var recs []string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&recs, "LRANGE", sh(q).k.dead, "0", "-1")))
+		require.Len(t, recs, 4)
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "LSET", sh(q).k.dead, "1", damageScore(recs[1]))))
+		damaged := got[1].ID
+		err = q.RequeueDead(ctx, damaged)
+		assert.ErrorIs(t, err, ErrCorrupt)
+		n, err := q.RequeueAllDead(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), n)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{3, 1}, []int64{st.Ready, st.Dead}, "the damaged dead letter stays, the others are back")
+	})
+}
+
+// A lane key of the wrong type must not stop takes from the other lanes,
+// nor a sweep, a promotion or a requeue of the others' messages: those go on,
+// and what belongs to the broken lane waits in the dead letters (requeued
+// once the key is mended). Before the fix every take failed with WRONGTYPE
+// (a higher lane) and a sweep, promotion or RequeueAllDead touching the lane
+// failed whole.
+func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		for _, l := range threeLanes {
+			t.Run(m.name+"/"+l.name+"/take", func(t *testing.T) {
+				ctx := ctxT(t, 10*time.Second)
+				var logged lockedBuffer
+				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+				var errs atomic.Int64
+				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 200 * time.Millisecond,
+					OnError: func(error) { errs.Add(1) }})
+				mid, err := q.Enqueue(ctx, []byte("mid"), Priority(laneTop(l.layout, 1)))
+				require.NoError(t, err)
+				low, err := q.Enqueue(ctx, []byte("low"), Priority(0))
+				require.NoError(t, err)
+				for _, want := range []string{mid, low} {
+					got, err := cons.Receive(ctx)
+					require.NoError(t, err)
+					assert.Equal(t, want, got.ID)
+				}
+				// Idle, then a message for the lowest lane: picked up at once.
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				done := make(chan *Message, 1)
+				go func() { got, _ := cons.Receive(rctx); done <- got }()
+				time.Sleep(300 * time.Millisecond)
+				late, err := q.Enqueue(ctx, []byte("late"), Priority(0))
+				require.NoError(t, err)
+				start := time.Now()
+				got := <-done
+				require.True(t, got != nil, "picked up")
+				assert.Equal(t, late, got.ID)
+				assert.Less(t, time.Since(start), time.Second)
+				// Passed by, not in silence.
+				if m.mode == AtLeastOnce {
+					assert.Contains(t, logged.String(), "lane keys of the wrong type")
+				} else {
+					assert.Greater(t, errs.Load(), int64(0), "reported to OnError")
+				}
+			})
+		}
+	}
+	for _, l := range threeLanes {
+		t.Run(l.name+"/sweep", func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			enqueueIDs(ctx, t, q, "a")
+			_, err := q.Enqueue(ctx, []byte("hi"), ID("hi"), Priority(laneTop(l.layout, 2)))
+			require.NoError(t, err)
+			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, 10*time.Millisecond)
+			require.NoError(t, err)
+			require.Len(t, got, 2)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+			time.Sleep(30 * time.Millisecond)
+			_, _, _, err = sh(q).sweep(ctx, 100)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a"}, liveIDs(t, q))
+			dead := onlyDeadLetter(t, q)
+			assert.Equal(t, "hi", dead.ID)
+
+			n, err := q.RequeueAllDead(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(0), n, "its lane is still broken: it stays")
+			err = q.RequeueDead(ctx, "hi")
+			assert.ErrorIs(t, err, ErrCorrupt)
+			assert.ErrorContains(t, err, "wrong type")
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[2])))
+			require.NoError(t, q.RequeueDead(ctx, "hi"))
+			assert.Equal(t, []string{"hi", "a"}, liveIDs(t, q))
+		})
+		t.Run(l.name+"/promote", func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			_, err := q.Enqueue(ctx, []byte("lo"), ID("lo"), Delay(time.Minute), Priority(0))
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte("hi"), ID("hi"), Delay(time.Minute), Priority(laneTop(l.layout, 2)))
+			require.NoError(t, err)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+			moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+			require.NoError(t, err)
+			assert.Equal(t, 1, moved)
+			assert.Equal(t, []string{"lo"}, liveIDs(t, q))
+			dead := onlyDeadLetter(t, q)
+			assert.Equal(t, "hi", dead.ID)
 		})
 	}
 }

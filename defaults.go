@@ -82,3 +82,10 @@ func minDurations(fields map[string]time.Duration) error {
 	slices.Sort(bad)
 	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
 }
+
+// orDefault sets *v to d when it is 0 or less: a config field left unset.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}

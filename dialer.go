@@ -63,18 +63,10 @@ type DialerConfig struct {
 }
 
 func (c DialerConfig) withDefaults() DialerConfig {
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.KeepAlive <= 0 {
-		c.KeepAlive = DefaultKeepAlive
-	}
-	if c.UserTimeout <= 0 {
-		c.UserTimeout = DefaultUserTimeout
-	}
-	if c.StuckAfter <= 0 {
-		c.StuckAfter = DefaultStuckAfter
-	}
+	orDefault(&c.ConnectTimeout, DefaultConnectTimeout)
+	orDefault(&c.KeepAlive, DefaultKeepAlive)
+	orDefault(&c.UserTimeout, DefaultUserTimeout)
+	orDefault(&c.StuckAfter, DefaultStuckAfter)
 	return c
 }
 

@@ -30,29 +30,12 @@
 //
 // # Key layout
 //
-// Every key of queue Q starts with prioq:{Q}: so that the whole queue lives in
-// one cluster slot. keys.go is the only place that builds these names, and
-// every script receives all keys it touches in KEYS.
-//
-//	prioq:{Q}:meta      HASH    layout, mode, format; written once by Open
-//	prioq:{Q}:lane:N    LIST    Levels: envelopes of priority N, oldest first
-//	prioq:{Q}:lane:N    ZSET    Range: segment N; member seq‖envelope, score -priority
-//	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
-//	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
-//	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
-//	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
-//	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
-//	prioq:{Q}:wake      ZSET    ≤ 1 member: ready work may exist (AtLeastOnce)
-//	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce)
-//	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
-//	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
-//	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
-//	                            and stored records that did not parse (lane "-", no score:
-//	                            kept whole, never requeued)
-//	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
-//
-// The envelope is a versioned binary record: version, flags, priority,
-// enqueue time, attempts, id, payload (see envelope.go).
+// Every key of queue Q starts with prioq:{Q}:, so that the whole queue lives
+// in one cluster slot: its lanes, a delayed set and the store of delayed
+// records, the ids of live caller-given ids, and for AtLeastOnce the leases,
+// in-flight records, dead letters and wake-up marker. keys.go describes each
+// key, builds every name, and is the only place that does; every script
+// receives all keys it touches in KEYS.
 //
 // # Cost per operation
 //
@@ -64,10 +47,11 @@
 //	EnqueueBatch                           1 round trip for the whole batch (one script)
 //	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up
 //	take, AtMostOnce                       1 round trip; BLPOP / BZPOPMIN (BLMPOP / BZMPOP for batches)
-//	Ack, AckBatch                          1 round trip; ZREM + HDEL per message + HINCRBY, pipelined (ack.lua with a caller id)
+//	Ack, AckBatch                          1 round trip; ZREM + HDEL per message + HINCRBY, pipelined
+//	                                       (ack.lua with a caller id)
 //	promotion                              1 round trip per batch of due messages
 //	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
-//	Consumer.Close, giving back what it holds  1 round trip for all of them (release.lua, or a pipeline)
+//	Close: what the consumer holds         1 round trip for all of them (release.lua, or a pipeline)
 //
 // Concurrent single calls on one Queue share round trips: an Enqueue of the
 // first row, an Ack, and AtLeastOnce takes (of consumers without Weights,
@@ -97,8 +81,9 @@
 // delays, retries, redeliveries and dead letters. ConsumerConfig.Middleware
 // wraps Run's handler and Config.EnqueueMiddleware every enqueue, for
 // tracing and metrics; Message.AfterFinish tells middleware what Run did once
-// the handler returned (acked, retried, dead-lettered, unfinished); Config.Logger (log/slog) receives background errors,
-// redeliveries, dead letters and corrupt messages with their attributes.
+// the handler returned (acked, retried, dead-lettered, unfinished);
+// Config.Logger (log/slog) receives background errors, redeliveries, dead
+// letters and corrupt messages with their attributes.
 //
 // # Conventions
 //

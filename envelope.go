@@ -28,7 +28,7 @@ import (
 // before headers existed, so they cost nothing when unused, and messages
 // stored by earlier versions decode unchanged.
 //
-// The Lua scripts read the flags, the attempts and the id: scripts.go gives
+// The Lua scripts read the flags, the attempts and the id: lua.go gives
 // them these offsets as constants (protocol.go), so a change here reaches
 // them. Bump the version when changing the layout.
 const (

@@ -62,3 +62,34 @@ func TestLaneOrder(t *testing.T) {
 	assert.Greater(t, firsts[l[3]], 2700)
 	assert.Less(t, firsts[l[3]], 3300)
 }
+
+// Close gives back messages fetched but not handed out in their order.
+func TestPutBackKeepsOrder(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		for _, l := range someLayouts {
+			t.Run(m.name+"/"+l.name, func(t *testing.T) {
+				ctx := ctxT(t, 10*time.Second)
+				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode})
+				var want []string
+				for i := 0; i < 5; i++ {
+					id, err := q.Enqueue(ctx, []byte("x"))
+					require.NoError(t, err)
+					want = append(want, id)
+				}
+				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+				held, err := cons.ReceiveBatch(ctx, 5)
+				require.NoError(t, err)
+				require.Len(t, held, 5)
+				require.NoError(t, cons.fetcher.giveBack(ctx, held))
+				peek, err := q.Peek(ctx, 10)
+				require.NoError(t, err)
+				var got []string
+				for _, p := range peek {
+					got = append(got, p.ID)
+				}
+				assert.Equal(t, want, got)
+			})
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +216,79 @@ func sh(q *Queue) *shard { return q.s }
 func failTok(s *shard, ctx context.Context, token string, after time.Duration, reason, op string) error {
 	_, err := s.fail(ctx, token, after, reason, op)
 	return err
+}
+
+// enqueueIDs enqueues one message per id, its payload the id.
+func enqueueIDs(ctx context.Context, t *testing.T, q *Queue, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := q.Enqueue(ctx, []byte(id), ID(id))
+		require.NoError(t, err)
+	}
+}
+
+// errorLog returns an OnError that records what it is given, and a reader
+// of the record.
+func errorLog() (onError func(error), reported func() []string) {
+	var mu sync.Mutex
+	var errs []string
+	return func(err error) {
+			mu.Lock()
+			errs = append(errs, err.Error())
+			mu.Unlock()
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), errs...)
+		}
+}
+
+// liveIDs lists the ids of the queue's ready messages, in serving order.
+func liveIDs(t *testing.T, q *Queue) []string {
+	t.Helper()
+	peek, err := q.Peek(context.Background(), MaxBatch)
+	require.NoError(t, err)
+	var out []string
+	for _, m := range peek {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+// laneTop is the highest priority of lane i of a layout of threeLanes.
+func laneTop(l Layout, i int) int64 {
+	for p := l.hi; l.kind == kindRange; p-- {
+		if lane, _ := l.laneOf(p); lane == i {
+			return p
+		}
+	}
+	return int64(i)
+}
+
+// lockedBuffer is a bytes.Buffer for a logger written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// onlyDeadLetter is the queue's one dead letter (the test fails unless there
+// is exactly one).
+func onlyDeadLetter(t *testing.T, q *Queue) DeadLetter {
+	t.Helper()
+	dead, err := q.DeadLetters(context.Background(), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	return dead[0]
 }

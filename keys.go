@@ -6,25 +6,41 @@ import (
 	"strings"
 )
 
-// keys.go is the only place key names are built. Every key of queue Q has the
-// hash tag {Q}, so a queue lives in one Redis Cluster slot and every multi-key
-// command and script prioq sends is legal on a cluster. Scripts never build key
-// names; they get every key they touch in KEYS. The layout is listed in doc.go.
+// keys.go is the only place key names are built, and the one description of
+// the key layout; doc.go and the scripts' headers point here.
+//
+// Every key of queue Q starts with prioq:{Q}:, so the queue lives in one
+// Redis Cluster slot (its hash tag is its name) and every multi-key command
+// and script prioq sends is legal on a cluster. Scripts never build key
+// names; they get every key they touch in KEYS.
+//
+//	prioq:{Q}:meta      HASH    layout, mode, format: written by Open when missing
+//	                            (and put back by consumers if a restart lost it)
+//	prioq:{Q}:lane:N    LIST    Levels: envelopes of priority N, oldest first
+//	prioq:{Q}:lane:N    ZSET    Range: segment N; member seq‖envelope, score -priority
+//	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
+//	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
+//	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
+//	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
+//	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
+//	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
+//	prioq:{Q}:wake      ZSET    ≤ 1 member: ready work may exist (AtLeastOnce)
+//	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
+//	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
+//	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
+//	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
+//	                            and stored records that did not parse (lane "-", no
+//	                            score: kept whole, never requeued) (AtLeastOnce)
+//
+// The envelope is a versioned binary record (envelope.go); a lease token is
+// the take's server time, the message's place in the take and a random suffix
+// (lua/take.lua).
 
+// keySet holds a queue's key names: each field is the key of its name above.
 type keySet struct {
-	meta     string   // HASH  layout and mode, written once by Open
-	ids      string   // SET   caller-given ids of live messages (idempotency)
-	seq      string   // STRING counter: FIFO order in segments and among equal due times
-	delayed  string   // ZSET  seq‖id -> due time (ms, server clock)
-	dstore   string   // HASH  id -> routed seq‖envelope of a delayed message
-	sched    string   // LIST  at most one marker: "the earliest due time moved earlier"
-	wake     string   // ZSET  at most one member: "ready work may exist" (AtLeastOnce)
-	paused   string   // LIST/ZSET holding one sentinel while the queue is paused
-	leases   string   // ZSET  lease token -> deadline (ms) (AtLeastOnce)
-	inflight string   // HASH  lease token -> routed lane member (AtLeastOnce)
-	dead     string   // LIST  dead-letter records (AtLeastOnce)
-	counts   string   // HASH  totals for rates: messages enqueued, acks
-	lanes    []string // lane 0 (lowest priority) first
+	meta, ids, seq, delayed, dstore, sched, counts string
+	wake, paused, leases, inflight, dead           string
+	lanes                                          []string // lane 0 (lowest priority) first
 
 	// Built once per queue, read-only afterwards: every slice has cap == len,
 	// so an append by a caller copies instead of writing into it.

@@ -17,18 +17,11 @@ import (
 func TestNewKeySet(t *testing.T) {
 	k := newKeySet("orders", 3)
 	p := "prioq:{orders}:"
-	assert.Equal(t, p+"meta", k.meta)
-	assert.Equal(t, p+"ids", k.ids)
-	assert.Equal(t, p+"seq", k.seq)
-	assert.Equal(t, p+"delayed", k.delayed)
-	assert.Equal(t, p+"dstore", k.dstore)
-	assert.Equal(t, p+"sched", k.sched)
-	assert.Equal(t, p+"wake", k.wake)
-	assert.Equal(t, p+"paused", k.paused)
-	assert.Equal(t, p+"leases", k.leases)
-	assert.Equal(t, p+"inflight", k.inflight)
-	assert.Equal(t, p+"dead", k.dead)
-	assert.Equal(t, p+"counts", k.counts)
+	for name, got := range map[string]string{"meta": k.meta, "ids": k.ids, "seq": k.seq, "delayed": k.delayed,
+		"dstore": k.dstore, "sched": k.sched, "wake": k.wake, "paused": k.paused, "leases": k.leases,
+		"inflight": k.inflight, "dead": k.dead, "counts": k.counts} {
+		assert.Equal(t, p+name, got)
+	}
 	lanes := []string{p + "lane:0", p + "lane:1", p + "lane:2"}
 	assert.Equal(t, lanes, k.lanes)
 	assert.Equal(t, []string{p + "lane:2", p + "lane:1", p + "lane:0"}, k.highFirst)
@@ -105,4 +98,31 @@ func TestMetaKeyPatternFindsQueues(t *testing.T) {
 	name, ok := QueueOfMetaKey(newKeySet("orders", 1).meta)
 	assert.True(t, ok)
 	assert.Equal(t, "orders", name)
+}
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"orders:eu-1", true},
+		{"!~", true},
+		{strings.Repeat("x", 100), true},
+		{"", false},
+		{strings.Repeat("x", 101), false},
+		{"a{b", false}, // braces would change the cluster hash tag
+		{"a}b", false},
+		{"a b", false},
+		{"a\tb", false},
+		{"a\x7fb", false},
+		{"é", false},
+	} {
+		err := validateName(tc.name)
+		if tc.ok {
+			assert.NoError(t, err, "%q", tc.name)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidName, "%q", tc.name)
+		}
+	}
 }

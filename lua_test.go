@@ -322,13 +322,48 @@ func TestBuriedRangeEntryReleasesItsIDOnPurge(t *testing.T) {
 	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, got, "the rotten entry is buried, not delivered")
-	dead, err := q.DeadLetters(ctx, 0, 10)
-	require.NoError(t, err)
-	require.Len(t, dead, 1)
-	assert.Equal(t, "will-rot", dead[0].ID)
+	dead := onlyDeadLetter(t, q)
+	assert.Equal(t, "will-rot", dead.ID)
 	n, err := q.PurgeDead(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	_, err = q.Enqueue(ctx, []byte("x"), ID("will-rot"))
 	assert.NoError(t, err, "purging the dead letters released the id")
+}
+
+// libFor keeps of lib.lua what a script names in its code, and what those
+// helpers name in turn, in lib.lua's order; names in comments do not count.
+func TestLibFor(t *testing.T) {
+	helpers := func(lib string) []string {
+		var out []string
+		for _, m := range luaFunc.FindAllStringSubmatch(lib, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	preamble := libSrc[:strings.Index(libSrc, "local function ")]
+	for _, tc := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"none", "return 1", nil},
+		{"only in a comment", "-- need(key, 'list') would check it\nreturn 1", nil},
+		{"direct", "need(KEYS[1], 'list')", []string{"need"}},
+		{"transitive", "local lane = routed(ARGV[1], 3, 1)", []string{"routing_end", "routed"}},
+		{"deep", "unschedule(KEYS[1], ARGV[1], ARGV[2])",
+			[]string{"chunked", "routing_end", "delayed_id", "unschedule"}},
+		{"a prefix is not a name", "local need_it = 1", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := libFor(tc.src)
+			require.True(t, strings.HasPrefix(got, preamble), "the constants and comments before the first helper stay")
+			assert.Equal(t, tc.want, helpers(got))
+		})
+	}
+	// Every helper lib.lua defines is kept when a script names them all.
+	var all []string
+	for _, name := range helpers(libSrc) {
+		all = append(all, name+"()")
+	}
+	assert.Equal(t, helpers(libSrc), helpers(libFor(strings.Join(all, "\n"))))
 }

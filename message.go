@@ -131,7 +131,8 @@ func (o Outcome) String() string {
 // OutcomeDeadLettered and OutcomeFailed; the failed call's for
 // OutcomeUnfinished; for OutcomeAcked nil, or an error wrapping
 // ErrNotReplicated when Run's ack was made but not confirmed by enough
-// replicas (a handler that acked itself saw that error from its own Ack). Middleware uses it to count what really happened: the outermost
+// replicas (a handler that acked itself saw that error from its own Ack).
+// Middleware uses it to count what really happened: the outermost
 // middleware's return value decides what Run does, so no middleware can see
 // the result from inside. Callbacks run in Run's goroutine for the message,
 // in the order registered; call AfterFinish only from the handler's

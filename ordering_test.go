@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -245,13 +246,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 			}
 		case r < 55: // advance the virtual clock and promote
 			virtual += rng.Int64N(120)
-			for {
-				moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(base+virtual))
-				require.NoError(t, err)
-				if moved < q.cfg.PromoteBatch {
-					break
-				}
-			}
+			promoteAllAt(t, q, base+virtual)
 			ref.promote(base + virtual)
 		case r < 60: // cancel a waiting message, ready or delayed
 			all := append(append([]refItem(nil), ref.ready...), ref.delayed...)
@@ -287,13 +282,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 	}
 	// Drain: promote everything and take it all, still in reference order.
 	virtual += 1000
-	for {
-		moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(base+virtual))
-		require.NoError(t, err)
-		if moved < q.cfg.PromoteBatch {
-			break
-		}
-	}
+	promoteAllAt(t, q, base+virtual)
 	ref.promote(base + virtual)
 	for len(ref.ready) > 0 {
 		want := ref.take(1, false)
@@ -309,4 +298,16 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 	require.NoError(t, err)
 	require.Zero(t, st.Ready+st.Delayed+st.InFlight)
 	t.Logf("%d ops, %d messages received in exactly the reference order", ops, received)
+}
+
+// promoteAllAt promotes everything due at ms (virtual time), batch after batch.
+func promoteAllAt(t *testing.T, q *Queue, ms int64) {
+	t.Helper()
+	for {
+		moved, _, _, err := sh(q).promoteAt(context.Background(), fmtInt(ms))
+		require.NoError(t, err)
+		if moved < q.cfg.PromoteBatch {
+			return
+		}
+	}
 }

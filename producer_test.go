@@ -2,9 +2,13 @@ package prioq
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -200,4 +204,111 @@ func TestEnqueueItemReadyAt(t *testing.T) {
 	assert.Equal(t, now.Add(3*time.Second), EnqueueItem{Options: []Option{Priority(1), Delay(3 * time.Second)}}.ReadyAt(now))
 	assert.Equal(t, now.Add(time.Hour), EnqueueItem{Options: []Option{At(now.Add(time.Hour))}}.ReadyAt(now))
 	assert.Equal(t, now, EnqueueItem{Options: []Option{At(now.Add(-time.Hour))}}.ReadyAt(now), "a time in the past is now")
+}
+
+// A caller's ID equal to the generated id of a live message must never
+// replace or shadow it, whatever state that message is in. Before the fix
+// the ID was accepted: a delayed message's record was overwritten (A never
+// delivered, B delivered at A's due time), and in other states two live
+// messages shared one id.
+func TestCallerIDCannotTakeALiveGeneratedID(t *testing.T) {
+	c := newClient(t)
+	states := []string{"delayed", "ready", "in flight", "dead"}
+	for _, l := range someLayouts {
+		for _, state := range states {
+			t.Run(l.name+"/"+state, func(t *testing.T) {
+				ctx := ctxT(t, 10*time.Second)
+				q := openQueue(t, c, Config{Layout: l.layout})
+				var opts []Option
+				if state == "delayed" {
+					opts = append(opts, Delay(300*time.Millisecond))
+				}
+				a, err := q.Enqueue(ctx, []byte("A"), opts...)
+				require.NoError(t, err)
+				switch state {
+				case "in flight", "dead":
+					got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+					require.NoError(t, err)
+					require.Len(t, got, 1)
+					if state == "dead" {
+						require.NoError(t, got[0].fail(ctx, 0, "boom", failDead))
+					}
+				}
+				_, err = q.Enqueue(ctx, []byte("B"), ID(a), Delay(1500*time.Millisecond))
+				require.Error(t, err, "an ID equal to a live generated id is refused")
+				assert.True(t, errors.Is(err, ErrInvalidID) || errors.Is(err, ErrDuplicate), "err: %v", err)
+				st, err := q.Stats(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, int64(1), st.Ready+st.Delayed+st.InFlight+st.Dead, "one message, A")
+				if state == "delayed" {
+					cons := newConsumer(t, q, ConsumerConfig{})
+					m, err := cons.Receive(ctx)
+					require.NoError(t, err)
+					assert.Equal(t, a, m.ID)
+					assert.Equal(t, "A", string(m.Payload), "A's record is intact")
+					require.NoError(t, m.Ack(ctx))
+				}
+			})
+		}
+	}
+}
+
+// legacyID has the form of the ids prioq generated before ids had a form of
+// their own (20 characters of 0-9a-v): a caller may still pass such an id,
+// and a message stored by an earlier version may still hold it.
+const legacyID = "0ujtsle6o8e4l2ob1r80"
+
+// sendLegacy stores a message with a generated id of the earlier form, as an
+// earlier version did.
+func sendLegacy(t *testing.T, q *Queue, payload string, due string) {
+	t.Helper()
+	p, err := q.prepare(q.now(), []byte(payload), nil)
+	require.NoError(t, err)
+	p.id, p.due = legacyID, due
+	e, err := decodeEnvelope(p.env)
+	require.NoError(t, err)
+	e.ID = legacyID
+	p.env = e.encode()
+	res, err := sh(q).send(context.Background(), []prepared{p})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+}
+
+// Messages stored by an earlier version keep generated ids that a caller can
+// pass: no enqueue and no delayed retry may overwrite the delayed record of
+// another message with that id.
+func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
+	c := newClient(t)
+	for _, l := range someLayouts {
+		t.Run(l.name+"/enqueue", func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			sendLegacy(t, q, "A", "+300")
+			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(time.Second))
+			require.ErrorIs(t, err, ErrDuplicate, "the delayed record of the earlier message holds the id")
+			var rec string
+			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.dstore, legacyID)))
+			assert.True(t, strings.HasSuffix(rec, "A"), "A's record is intact")
+		})
+		t.Run(l.name+"/retry", func(t *testing.T) {
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			sendLegacy(t, q, "A", "")
+			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(400*time.Millisecond))
+			require.NoError(t, err, "nothing delayed holds the id: the caller's message is stored")
+			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			require.NoError(t, got[0].Retry(ctx, 200*time.Millisecond, "again"))
+			cons := newConsumer(t, q, ConsumerConfig{})
+			var payloads []string
+			for range 2 {
+				m, err := cons.Receive(ctx)
+				require.NoError(t, err)
+				payloads = append(payloads, string(m.Payload))
+				require.NoError(t, m.Ack(ctx))
+			}
+			assert.Equal(t, []string{"A", "B"}, payloads, "both messages are delivered")
+		})
+	}
 }

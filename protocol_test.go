@@ -93,3 +93,24 @@ func TestScriptsSpellNoProtocolValue(t *testing.T) {
 		assert.Contains(t, pre, want)
 	}
 }
+
+// leaseMs rounds up to the millisecond: a lease or delay is never shorter
+// than asked.
+func TestLeaseMs(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0},
+		{0, 0},
+		{time.Nanosecond, 1},
+		{time.Millisecond - time.Nanosecond, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + time.Nanosecond, 2},
+		{1500 * time.Millisecond, 1500},
+		{time.Hour, 3600000},
+	} {
+		assert.Equal(t, tc.want, leaseMs(tc.d), tc.d.String())
+	}
+	assert.Equal(t, "-42", fmtInt(-42))
+}

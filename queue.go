@@ -51,24 +51,9 @@ func (q *Queue) withClock(now func() time.Time) *Queue {
 // Two round trips. Cancelling ctx
 // abandons the call; the queue is then either created whole or not at all.
 func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error) {
-	if c == nil {
-		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
-	}
-	if err := validateName(name); err != nil {
+	cfg, err := checkOpen(c, name, cfg)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.PromoteBatch > MaxBatch {
-		return nil, fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, cfg.PromoteBatch, MaxBatch)
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Layout.validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Mode != AtLeastOnce && cfg.Mode != AtMostOnce {
-		return nil, fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, cfg.Mode)
 	}
 	q := newQueue(c, name, cfg)
 	if err := q.s.checkEviction(ctx); err != nil {
@@ -148,15 +133,13 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
 	}
-	if err := validateName(name); err != nil {
-		return nil, err
-	}
-	if err := cfg.withDefaults().validate(); err != nil {
+	checked, err := checkOpen(c, name, cfg)
+	if err != nil {
 		return nil, err
 	}
 	k := newKeySet(name, 1)
 	var got []string
-	if err := doBounded(ctx, c, cfg.withDefaults().CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
+	if err := doBounded(ctx, c, checked.CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
 		return nil, fmt.Errorf("prioq: open %q: %w", name, err)
 	}
 	if len(got) != 2 || got[0] == "" {
@@ -176,6 +159,19 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	}
 	cfg.Layout = layout
 	return Open(ctx, c, name, cfg)
+}
+
+// checkOpen is what Open and OpenExisting check before any call: the client,
+// the name, and cfg, which it returns with its defaults.
+func checkOpen(c Client, name string, cfg Config) (Config, error) {
+	if c == nil {
+		return cfg, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	if err := validateName(name); err != nil {
+		return cfg, err
+	}
+	cfg = cfg.withDefaults()
+	return cfg, cfg.validate()
 }
 
 // Name is the queue's name.
@@ -201,7 +197,8 @@ type Stats struct {
 	// Dead is the length of the dead-letter list (AtLeastOnce).
 	Dead int64
 	// OldestReady is the age of the oldest message at the head of a lane, 0 when
-	// nothing is ready: the Redis server's clock minus the producer's EnqueuedAt. Exact for Levels (a lane's head is its oldest message);
+	// nothing is ready: the Redis server's clock minus the producer's
+	// EnqueuedAt. Exact for Levels (a lane's head is its oldest message);
 	// for Range it is the oldest among the highest-priority message of each
 	// segment, a lower bound of the true oldest.
 	OldestReady time.Duration

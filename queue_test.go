@@ -245,73 +245,6 @@ func TestOpenNilClient(t *testing.T) {
 	})
 }
 
-func TestValidateName(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"a", true},
-		{"orders:eu-1", true},
-		{"!~", true},
-		{strings.Repeat("x", 100), true},
-		{"", false},
-		{strings.Repeat("x", 101), false},
-		{"a{b", false}, // braces would change the cluster hash tag
-		{"a}b", false},
-		{"a b", false},
-		{"a\tb", false},
-		{"a\x7fb", false},
-		{"é", false},
-	} {
-		err := validateName(tc.name)
-		if tc.ok {
-			assert.NoError(t, err, "%q", tc.name)
-		} else {
-			assert.ErrorIs(t, err, ErrInvalidName, "%q", tc.name)
-		}
-	}
-}
-
-// Mode.String is stored in the meta key, like Layout.String.
-func TestModeString(t *testing.T) {
-	assert.Equal(t, "at-least-once", AtLeastOnce.String())
-	assert.Equal(t, "at-most-once", AtMostOnce.String())
-	assert.Equal(t, "mode(9)", Mode(9).String())
-	assert.Equal(t, AtLeastOnce, Config{}.Mode, "the zero Mode is AtLeastOnce")
-}
-
-func TestConfigWithDefaults(t *testing.T) {
-	c := Config{}.withDefaults()
-	assert.Equal(t, Levels(3), c.Layout)
-	assert.Equal(t, 512<<10, c.MaxPayload)
-	assert.Equal(t, 10, c.MaxAttempts)
-	assert.Equal(t, 256, c.PromoteBatch)
-	assert.Equal(t, 10*time.Second, c.CallTimeout)
-	assert.Equal(t, time.Second, c.WaitTimeout)
-	assert.Zero(t, c.WaitReplicas)
-	assert.NotZero(t, c.Logger)
-	require.NotZero(t, c.Backoff)
-	d := c.Backoff(1) // ExponentialBackoff(1s, 1h)
-	assert.GreaterOrEqual(t, d, 500*time.Millisecond)
-	assert.Less(t, d, time.Second)
-
-	neg := Config{MaxPayload: -1, MaxAttempts: -1, PromoteBatch: -1, CallTimeout: -1, WaitTimeout: -1}.withDefaults()
-	assert.Equal(t, c.MaxPayload, neg.MaxPayload)
-	assert.Equal(t, c.MaxAttempts, neg.MaxAttempts)
-	assert.Equal(t, c.PromoteBatch, neg.PromoteBatch)
-	assert.Equal(t, c.CallTimeout, neg.CallTimeout)
-	assert.Equal(t, c.WaitTimeout, neg.WaitTimeout)
-
-	set := Config{Layout: Range(0, 9, 2), MaxPayload: 5, MaxAttempts: 2, PromoteBatch: 7,
-		CallTimeout: time.Minute, WaitTimeout: 3 * time.Second}.withDefaults()
-	assert.Equal(t, Range(0, 9, 2), set.Layout)
-	assert.Equal(t, 5, set.MaxPayload)
-	assert.Equal(t, 2, set.MaxAttempts)
-	assert.Equal(t, 7, set.PromoteBatch)
-	assert.Equal(t, time.Minute, set.CallTimeout)
-	assert.Equal(t, 3*time.Second, set.WaitTimeout)
-}
-
 func TestOpenBadInputWithoutRedis(t *testing.T) {
 	ctx := context.Background()
 	// Each of these is refused before the first Redis call.
@@ -343,31 +276,6 @@ func TestServerMs(t *testing.T) {
 	assert.Equal(t, int64(0), serverMs([]string{"1700000000"}))
 	assert.Equal(t, int64(0), serverMs([]string{"x", "1"}))
 	assert.Equal(t, int64(0), serverMs([]string{"1", ""}))
-}
-
-// A level list holds envelopes; a segment holds an 8-byte sequence, then the
-// envelope.
-func TestDecodeLaneEntry(t *testing.T) {
-	env := (&envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).encode()
-	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
-	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
-
-	e, err := sh(levels).decodeLaneEntry(env)
-	require.NoError(t, err)
-	assert.Equal(t, "abc", e.ID)
-	e, err = sh(rng).decodeLaneEntry(append(seq, env...))
-	require.NoError(t, err)
-	assert.Equal(t, "abc", e.ID)
-	assert.Equal(t, []byte("p"), e.Payload)
-
-	_, err = sh(levels).decodeLaneEntry(append(seq, env...))
-	assert.ErrorIs(t, err, ErrCorrupt, "a segment member in a level list")
-	_, err = sh(rng).decodeLaneEntry(env)
-	assert.ErrorIs(t, err, ErrCorrupt, "an envelope without its sequence in a segment")
-	_, err = sh(rng).decodeLaneEntry(seq[:7])
-	assert.ErrorIs(t, err, ErrCorrupt)
-	_, err = sh(rng).decodeLaneEntry(nil)
-	assert.ErrorIs(t, err, ErrCorrupt)
 }
 
 // OpenExisting takes the layout and mode from the meta key.
@@ -465,4 +373,35 @@ func TestWrongTypedCountsKeyFailsNoWrite(t *testing.T) {
 	assert.Zero(t, inflight)
 	_, err = q.Stats(ctx)
 	assert.Error(t, err)
+}
+
+func TestPauseResume(t *testing.T) {
+	c := newClient(t)
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			cons := newConsumer(t, q, ConsumerConfig{})
+			require.NoError(t, q.Pause(ctx))
+			id, err := q.Enqueue(ctx, []byte("x"))
+			require.NoError(t, err, "producers keep enqueueing while paused")
+			short, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+			_, err = cons.Receive(short)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			assert.True(t, st.Paused)
+			assert.EqualValues(t, 1, st.Ready)
+			assert.Zero(t, st.InFlight)
+
+			start := time.Now()
+			require.NoError(t, q.Resume(ctx))
+			m, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, id, m.ID)
+			assert.Less(t, time.Since(start), time.Second, "Resume wakes idle consumers")
+			require.NoError(t, m.Ack(ctx))
+		})
+	}
 }

@@ -198,3 +198,29 @@ func ownReplicated(t *testing.T, primarySize, replicaSize int) (primary, replica
 		10*time.Second, 20*time.Millisecond)
 	return primary, replica
 }
+
+// Retrying an enqueue that returned ErrNotReplicated with the id it
+// returned must not store a second copy. Before the fix the retry was stored
+// (and returned ErrNotReplicated again): two messages.
+func TestRetryAfterNotReplicatedStoresNoCopy(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := ownPool(t, ownServer(t), 4) // no replica: every WAIT falls short
+	q := openQueue(t, cl, Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+
+	id, err := q.Enqueue(ctx, []byte("generated"))
+	require.ErrorIs(t, err, ErrNotReplicated)
+	require.NotEmpty(t, id)
+	_, err = q.Enqueue(ctx, []byte("generated"), ID(id))
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, ErrNotReplicated), "the retry stored nothing: %v", err)
+
+	mine, err := q.Enqueue(ctx, []byte("mine"), ID("order-1"))
+	require.ErrorIs(t, err, ErrNotReplicated)
+	assert.Equal(t, "order-1", mine)
+	_, err = q.Enqueue(ctx, []byte("mine"), ID("order-1"))
+	require.ErrorIs(t, err, ErrDuplicate, "a retry with the caller's own ID is idempotent")
+
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "one copy of each")
+}

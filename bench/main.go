@@ -26,25 +26,9 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/bench/internal/wire"
 	"github.com/prioq/prioq/internal/redisfind"
 )
-
-type params struct {
-	Profile        string  `json:"profile,omitempty"` // quick, standard or full
-	Quick          bool    `json:"quick"`             // short warm-ups and few scale points`
-	Messages       int     `json:"messages"`
-	Producers      int     `json:"producers"`
-	Workers        int     `json:"workers"`
-	BatchWorkers   int     `json:"batch_workers"`
-	Batch          int     `json:"batch"`
-	PhaseLimit     float64 `json:"phase_limit_s"`
-	PickupSamples  int     `json:"pickup_samples"`
-	DelayedSamples int     `json:"delayed_samples"`
-	MemoryMessages int     `json:"memory_messages"`
-	IdleSeconds    float64 `json:"idle_seconds"`
-	InvMessages    int     `json:"inversion_messages"`
-	DrainMessages  int     `json:"drain_messages,omitempty"`
-}
 
 type machine struct {
 	Redis     string `json:"redis"`
@@ -55,24 +39,13 @@ type machine struct {
 	Date      string `json:"date"`
 }
 
-type sysResult struct {
-	Name       string      `json:"name"`
-	Reliable   bool        `json:"reliable"`
-	Priorities bool        `json:"priorities"`
-	Enqueue    *throughput `json:"enqueue_only,omitempty"`
-	Take       *throughput `json:"take_only,omitempty"`
-	E2E        *throughput `json:"end_to_end,omitempty"`
-	E2EBatch   *throughput `json:"end_to_end_batched,omitempty"`
-	Drain      *throughput `json:"drain,omitempty"`
-	Pickup     *latency    `json:"idle_pickup_ms,omitempty"`
-	PickupRaw  []float64   `json:"idle_pickup_samples_ms,omitempty"`
-	Late       *latency    `json:"delayed_lateness_ms,omitempty"`
-	MemPerMsg  *float64    `json:"memory_bytes_per_message,omitempty"`
-	IdleRate   *float64    `json:"idle_commands_per_s_per_consumer,omitempty"`
-	Inversions *int        `json:"priority_inversions,omitempty"`
-	InvOf      int         `json:"inversions_of,omitempty"`
-	Errors     []string    `json:"errors,omitempty"`
-}
+// The JSON shared with the asynq peer (bench/internal/wire).
+type (
+	params     = wire.Params
+	sysResult  = wire.System
+	throughput = wire.Throughput
+	latency    = wire.Latency
+)
 
 type report struct {
 	Machine machine      `json:"machine"`

@@ -140,17 +140,6 @@ func consumeUntil(ctx context.Context, s system, workers, batch int, cnt *counte
 	return elapsed, <-errc
 }
 
-type throughput struct {
-	Rate       float64 `json:"rate_per_s"`
-	Handled    int64   `json:"handled"`
-	Target     int     `json:"target"`
-	Seconds    float64 `json:"seconds"`
-	Duplicates int64   `json:"duplicates"`
-	CmdsPerMsg float64 `json:"commands_per_message"`
-	CPUPerMsg  float64 `json:"cpu_us_per_message"`
-	TimedOut   bool    `json:"timed_out"`
-}
-
 // endToEnd runs producers and consumers at once and measures from the first
 // enqueue to the last message handled, with server INFO deltas around it.
 func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodBatch, workers, batch int, limit time.Duration) (throughput, error) {
@@ -234,13 +223,6 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
 	}
 	return t, nil
-}
-
-type latency struct {
-	P50, P99, Max float64 // ms
-	Samples       int
-	Missing       int // enqueued but never handled in time
-	Early         int `json:",omitempty"` // delayed messages handed out before their due time
 }
 
 func summarize(ds []time.Duration, missing int) *latency {

@@ -1,9 +1,10 @@
 -- ack.lua: acknowledge deliveries whose ids were given by the producer.
 --
--- KEYS[1]  prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
--- KEYS[2]  prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
--- KEYS[3]  prioq:{Q}:ids       SET   caller-given ids of live messages
--- KEYS[4]  prioq:{Q}:counts    HASH  totals for rates (COUNT_ACKED)
+-- (keys.go describes every key.)
+-- KEYS[1]  prioq:{Q}:leases    ZSET
+-- KEYS[2]  prioq:{Q}:inflight  HASH
+-- KEYS[3]  prioq:{Q}:ids       SET
+-- KEYS[4]  prioq:{Q}:counts    HASH
 -- ARGV     pairs: lease token, id ('' for a generated id)
 -- Returns: one integer per pair, 1 acked, 0 lease lost (nothing changed).
 -- Messages with generated ids are acked without Lua (ZREM + HDEL in a

@@ -1,8 +1,9 @@
 -- cancel.lua: remove one waiting message (delayed or ready) by id.
 --
--- KEYS[1]   prioq:{Q}:ids      SET   caller-given ids of live messages
--- KEYS[2]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
--- KEYS[3]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:ids      SET
+-- KEYS[2]   prioq:{Q}:delayed  ZSET
+-- KEYS[3]   prioq:{Q}:dstore   HASH
 -- KEYS[4..] the lane keys to search, in any order
 -- ARGV[1]   id
 -- ARGV[2]   1 = lanes are lists, 2 = sorted sets

@@ -1,9 +1,10 @@
 -- dead.lua: requeue or purge dead-letter records.
 --
--- KEYS[1]   prioq:{Q}:dead  LIST  records "lane|score|died|reasonlen|reason" .. envelope
--- KEYS[2]   prioq:{Q}:ids   SET   caller-given ids of live messages
--- KEYS[3]   prioq:{Q}:seq   STRING FIFO counter for range segments
--- KEYS[4]   prioq:{Q}:wake  ZSET  consumer wake-up marker
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:dead  LIST
+-- KEYS[2]   prioq:{Q}:ids   SET
+-- KEYS[3]   prioq:{Q}:seq   STRING
+-- KEYS[4]   prioq:{Q}:wake  ZSET
 -- KEYS[5..] every lane key, lane 0 first
 -- ARGV[1]   'requeue' or 'purge'
 -- ARGV[2]   id to act on, or '' for every record

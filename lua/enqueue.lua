@@ -1,12 +1,13 @@
 -- enqueue.lua: store a batch of messages, ready or delayed, in one call.
 --
--- KEYS[1]   prioq:{Q}:ids      SET   caller-given ids of live messages
--- KEYS[2]   prioq:{Q}:seq      STRING sequence counter (FIFO order in segments and among equal due times)
--- KEYS[3]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
--- KEYS[4]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
--- KEYS[5]   prioq:{Q}:sched    LIST  promoter wake-up marker (length ≤ 1)
--- KEYS[6]   prioq:{Q}:wake     ZSET  consumer wake-up marker (one member)
--- KEYS[7]   prioq:{Q}:counts   HASH  totals for rates (COUNT_ENQUEUED)
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:ids      SET
+-- KEYS[2]   prioq:{Q}:seq      STRING
+-- KEYS[3]   prioq:{Q}:delayed  ZSET
+-- KEYS[4]   prioq:{Q}:dstore   HASH
+-- KEYS[5]   prioq:{Q}:sched    LIST
+-- KEYS[6]   prioq:{Q}:wake     ZSET
+-- KEYS[7]   prioq:{Q}:counts   HASH
 -- KEYS[8..] the lane keys this batch uses
 -- ARGV[1]   1 = arm the consumer wake-up (AtLeastOnce), 0 = consumers block on lanes
 -- ARGV[2]   1 = lanes are lists (levels), 2 = sorted sets (range)
@@ -67,7 +68,9 @@ local seq = 0
 if seqs > 0 then seq = redis.call('INCRBY', KEYS[2], seqs) - seqs end
 local out, stored = {}, 0
 local earliest -- due time at the head of the delayed set, read lazily
-local pushes, pushKeys = {}, {} -- KEYS index -> what goes into that lane, in batch order
+-- What goes into each lane, in batch order, by KEYS index (base 0): the
+-- lanes' types were checked above.
+local add, flush = by_lane(0, kind)
 for i = 0, n - 1 do
   local base = 4 + i * 7
   local id, caller, due = ARGV[base], ARGV[base + 1] == YES, dues[i]
@@ -83,39 +86,17 @@ for i = 0, n - 1 do
     stored = stored + 1
     if due then
       earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest)
+    elseif kind == KIND_LEVELS then
+      add(ki, '', env)
     else
-      local l = pushes[ki]
-      if not l then
-        l = {}
-        pushes[ki] = l
-        pushKeys[#pushKeys + 1] = ki
-      end
-      if kind == KIND_LEVELS then
-        l[#l + 1] = env
-      else
-        l[#l + 1] = score
-        l[#l + 1] = seqbytes(seq) .. env
-      end
+      add(ki, score, seqbytes(seq) .. env)
     end
   end
 end
--- One push per lane (per CHUNK), not one per message.
-local woke = false
-for _, ki in ipairs(pushKeys) do
-  local l = pushes[ki]
-  if kind == KIND_LEVELS then
-    for i = 1, #l, CHUNK do
-      local len = redis.call('RPUSH', KEYS[ki], unpack(l, i, math.min(i + CHUNK - 1, #l)))
-      -- A lane going from empty to non-empty is the only moment idle
-      -- consumers can be waiting for it; takers re-arm while work remains.
-      if i == 1 and len == math.min(CHUNK, #l) then woke = true end
-    end
-  else
-    chunked('ZADD', KEYS[ki], l)
-    woke = true
-  end
-end
-if arm and woke then redis.call('ZADD', KEYS[6], 0, WAKE) end
+-- One push per lane (per CHUNK), not one per message. Only a lane going from
+-- empty to non-empty can have idle consumers waiting for it; takers re-arm
+-- while work remains.
+if flush('RPUSH') and arm then redis.call('ZADD', KEYS[6], 0, WAKE) end
 -- The total is for rates only: a counts key that cannot take it (wrong type)
 -- must not fail a batch already stored, hence pcall, and it comes last.
 if stored > 0 then redis.pcall('HINCRBY', KEYS[7], COUNT_ENQUEUED, stored) end

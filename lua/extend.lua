@@ -1,6 +1,7 @@
 -- extend.lua: move a lease deadline, only while the lease is current.
 --
--- KEYS[1]  prioq:{Q}:leases  ZSET  lease token -> deadline (ms)
+-- (keys.go describes every key.)
+-- KEYS[1]  prioq:{Q}:leases  ZSET
 -- ARGV[1]  lease token
 -- ARGV[2]  the new lease (ms): the deadline is the server's now plus this
 -- Returns: 1 extended, 0 lease lost (nothing changed).

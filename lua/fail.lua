@@ -1,14 +1,15 @@
 -- fail.lua: end one delivery that did not succeed: retry it later or
 -- dead-letter it.
 --
--- KEYS[1]   prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
--- KEYS[2]   prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
--- KEYS[3]   prioq:{Q}:delayed   ZSET  seq‖id -> due (ms)
--- KEYS[4]   prioq:{Q}:dstore    HASH  id -> "lane|score|" seq‖envelope
--- KEYS[5]   prioq:{Q}:dead      LIST  dead-letter records
--- KEYS[6]   prioq:{Q}:wake      ZSET  consumer wake-up marker
--- KEYS[7]   prioq:{Q}:sched     LIST  promoter wake-up marker
--- KEYS[8]   prioq:{Q}:seq       STRING sequence counter
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:leases    ZSET
+-- KEYS[2]   prioq:{Q}:inflight  HASH
+-- KEYS[3]   prioq:{Q}:delayed   ZSET
+-- KEYS[4]   prioq:{Q}:dstore    HASH
+-- KEYS[5]   prioq:{Q}:dead      LIST
+-- KEYS[6]   prioq:{Q}:wake      ZSET
+-- KEYS[7]   prioq:{Q}:sched     LIST
+-- KEYS[8]   prioq:{Q}:seq       STRING
 -- KEYS[9..] every lane key, lane 0 first
 -- ARGV[1]   lease token
 -- ARGV[2]   retry delay (ms), counted from the server's now

@@ -1,4 +1,4 @@
--- lib.lua: constants and helpers every script shares. scripts.go puts this
+-- lib.lua: constants and helpers every script shares. lua.go puts this
 -- file in front of each script, so each stays one self-contained EVAL.
 --
 -- The rule every script follows: no script can fail after its first write,
@@ -131,7 +131,7 @@ local function routed(rec, nlanes, kind)
 end
 
 -- dead_record is a dead-letter record: "lane|score|diedMs|reasonLen|" then
--- the reason and the stored body (reliable.go parseDead reads it). A record
+-- the reason and the stored body (dead.go parseDead reads it). A record
 -- that no longer says where it was gets UNKNOWN_LANE and an empty score, so
 -- that dead.lua never requeues it into a lane it did not come from. (Before
 -- this, such records said lane 0, which a Levels queue cannot tell apart.)
@@ -236,12 +236,14 @@ local function lane_checker(base, kind)
 end
 
 -- by_lane collects {score, value} pairs per lane in the order they come, for
--- lanes usable() accepted (callers ask it first). It returns add(lane, score,
--- value) and flush(listcmd, seq), which writes them, lane by lane in the
--- order first seen, one command per lane (per CHUNK): the values with
--- listcmd (RPUSH at the tail, LPUSH at the head) into lists; the pairs as
--- they are into sorted sets, or, given seq, with fresh sequence numbers
--- seq+1, seq+2, ... in front of the values.
+-- lanes whose type the caller checked (usable(), or need()). It returns
+-- add(lane, score, value) and flush(listcmd, seq), which writes them, lane by
+-- lane in the order first seen, one command per lane (per CHUNK): the values
+-- with listcmd (RPUSH at the tail, LPUSH at the head) into lists; the pairs
+-- as they are into sorted sets, or, given seq, with fresh sequence numbers
+-- seq+1, seq+2, ... in front of the values. flush reports whether a lane
+-- went from empty to holding something (always, for sorted sets), the moment
+-- idle consumers may be waiting for it.
 local function by_lane(base, kind)
   local order, lists = {}, {}
   local function add(lane, score, value)
@@ -255,12 +257,17 @@ local function by_lane(base, kind)
     l[#l + 1] = value
   end
   local function flush(listcmd, seq)
+    local woke = false
     for _, lane in ipairs(order) do
       local l, key = lists[lane], KEYS[base + lane]
       local vals = {}
       if kind == KIND_LEVELS then
         for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
-        chunked(listcmd, key, vals)
+        for i = 1, #vals, CHUNK do
+          local last = math.min(i + CHUNK - 1, #vals)
+          local len = redis.call(listcmd, key, unpack(vals, i, last))
+          if i == 1 and len == last then woke = true end
+        end
       elseif seq then
         for j = 1, #l, 2 do
           seq = seq + 1
@@ -268,10 +275,13 @@ local function by_lane(base, kind)
           vals[#vals + 1] = seqbytes(seq) .. l[j + 1]
         end
         chunked('ZADD', key, vals)
+        woke = true
       else
         chunked('ZADD', key, l)
+        woke = true
       end
     end
+    return woke
   end
   return add, flush
 end

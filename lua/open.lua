@@ -1,6 +1,7 @@
 -- open.lua: create a queue's meta record, or return the one already there.
 --
--- KEYS[1]  prioq:{Q}:meta  HASH  layout, mode, format
+-- (keys.go describes every key.)
+-- KEYS[1]  prioq:{Q}:meta  HASH
 -- ARGV[1]  layout, e.g. "levels:3" or "range:-100:100:8"
 -- ARGV[2]  delivery mode, "at-least-once" or "at-most-once"
 -- ARGV[3]  storage format version

@@ -1,6 +1,7 @@
 -- pause.lua: put the pause sentinel in place (once).
 --
--- KEYS[1]  prioq:{Q}:paused  LIST (levels) or ZSET (range), the first key of every take's pop
+-- (keys.go describes every key.)
+-- KEYS[1]  prioq:{Q}:paused  LIST
 -- ARGV[1]  1 = lanes are lists, 2 = sorted sets
 -- Returns: 1. A script rather than a pipeline so that a failure (a key of the
 -- wrong type, maxmemory) leaves the queue exactly as it was.

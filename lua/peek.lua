@@ -1,5 +1,6 @@
 -- peek.lua: read up to n ready messages in serving order, taking nothing.
 --
+-- (keys.go describes every key.)
 -- KEYS[1..] lane keys, highest lane first
 -- ARGV[1]   n
 -- ARGV[2]   1 = lanes are lists, 2 = sorted sets (members carry 8 bytes of seq)

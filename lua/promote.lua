@@ -1,10 +1,11 @@
 -- promote.lua: move due delayed messages into their lanes, up to a batch.
 --
--- KEYS[1]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
--- KEYS[2]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
--- KEYS[3]   prioq:{Q}:seq      STRING sequence counter (FIFO order in range segments)
--- KEYS[4]   prioq:{Q}:wake     ZSET  consumer wake-up marker
--- KEYS[5]   prioq:{Q}:dead     LIST  dead-letter records (for records that do not parse)
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:delayed  ZSET
+-- KEYS[2]   prioq:{Q}:dstore   HASH
+-- KEYS[3]   prioq:{Q}:seq      STRING
+-- KEYS[4]   prioq:{Q}:wake     ZSET
+-- KEYS[5]   prioq:{Q}:dead     LIST
 -- KEYS[6..] every lane key, lane 0 first
 -- ARGV[1]   '' (the server's now), or a time in ms (tests run a virtual clock)
 -- ARGV[2]   batch limit (Go caps it at MaxBatch)

@@ -1,9 +1,10 @@
 -- purge.lua: delete every waiting message (ready and delayed) of a queue.
 --
--- KEYS[1]   prioq:{Q}:ids      SET   caller-given ids of live messages
--- KEYS[2]   prioq:{Q}:delayed  ZSET  seq‖id -> due (ms)
--- KEYS[3]   prioq:{Q}:dstore   HASH  id -> "lane|score|" seq‖envelope
--- KEYS[4]   prioq:{Q}:sched    LIST  promoter wake-up marker
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:ids      SET
+-- KEYS[2]   prioq:{Q}:delayed  ZSET
+-- KEYS[3]   prioq:{Q}:dstore   HASH
+-- KEYS[4]   prioq:{Q}:sched    LIST
 -- KEYS[5..] every lane key
 -- ARGV[1]   1 = lanes are lists, 2 = sorted sets
 -- Returns: how many messages were deleted. In-flight and dead messages stay,

@@ -1,10 +1,11 @@
 -- release.lua: give deliveries back untouched, in one call: what a closing
 -- consumer held but never handed out.
 --
--- KEYS[1]   prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
--- KEYS[2]   prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
--- KEYS[3]   prioq:{Q}:dead      LIST  dead-letter records
--- KEYS[4]   prioq:{Q}:wake      ZSET  consumer wake-up marker
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:leases    ZSET
+-- KEYS[2]   prioq:{Q}:inflight  HASH
+-- KEYS[3]   prioq:{Q}:dead      LIST
+-- KEYS[4]   prioq:{Q}:wake      ZSET
 -- KEYS[5..] every lane key, lane 0 first
 -- ARGV[1]   1 = lanes are lists, 2 = sorted sets
 -- ARGV[2..] lease tokens, in the order their messages were taken

@@ -1,10 +1,11 @@
 -- sweep.lua: redeliver messages whose lease expired; re-arm a lost wake-up.
 --
--- KEYS[1]   prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
--- KEYS[2]   prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
--- KEYS[3]   prioq:{Q}:dead      LIST  dead-letter records
--- KEYS[4]   prioq:{Q}:wake      ZSET  consumer wake-up marker
--- KEYS[5]   prioq:{Q}:paused    LIST/ZSET sentinel while paused
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:leases    ZSET
+-- KEYS[2]   prioq:{Q}:inflight  HASH
+-- KEYS[3]   prioq:{Q}:dead      LIST
+-- KEYS[4]   prioq:{Q}:wake      ZSET
+-- KEYS[5]   prioq:{Q}:paused    LIST/ZSET
 -- KEYS[6..] every lane key, lane 0 first
 -- ARGV[1]   most leases to handle in this call
 -- ARGV[2]   max attempts

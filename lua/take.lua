@@ -1,9 +1,10 @@
 -- take.lua: pop the highest-priority ready messages and lease them.
 --
--- KEYS[1]   prioq:{Q}:paused    LIST/ZSET holding one sentinel while paused
--- KEYS[2]   prioq:{Q}:leases    ZSET  lease token -> deadline (ms)
--- KEYS[3]   prioq:{Q}:inflight  HASH  lease token -> "lane|score|member"
--- KEYS[4]   prioq:{Q}:wake      ZSET  consumer wake-up marker
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:paused    LIST/ZSET
+-- KEYS[2]   prioq:{Q}:leases    ZSET
+-- KEYS[3]   prioq:{Q}:inflight  HASH
+-- KEYS[4]   prioq:{Q}:wake      ZSET
 -- KEYS[5..] lane keys in the order to serve them (highest first, or weighted)
 -- ARGV[1]   lease (ms): the deadline is the server's now plus this
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)

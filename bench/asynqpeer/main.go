@@ -22,51 +22,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prioq/prioq/bench/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
-
-type params struct {
-	Quick          bool    `json:"quick"`
-	Messages       int     `json:"messages"`
-	Producers      int     `json:"producers"`
-	Workers        int     `json:"workers"`
-	PhaseLimit     float64 `json:"phase_limit_s"`
-	PickupSamples  int     `json:"pickup_samples"`
-	DelayedSamples int     `json:"delayed_samples"`
-	MemoryMessages int     `json:"memory_messages"`
-	IdleSeconds    float64 `json:"idle_seconds"`
-	InvMessages    int     `json:"inversion_messages"`
-}
-
-type throughput struct {
-	Rate       float64 `json:"rate_per_s"`
-	Handled    int64   `json:"handled"`
-	Target     int     `json:"target"`
-	Seconds    float64 `json:"seconds"`
-	Duplicates int64   `json:"duplicates"`
-	CmdsPerMsg float64 `json:"commands_per_message"`
-	CPUPerMsg  float64 `json:"cpu_us_per_message"`
-	TimedOut   bool    `json:"timed_out"`
-}
-
-type latency struct {
-	P50, P99, Max float64
-	Samples       int
-	Missing       int
-	Early         int `json:",omitempty"`
-}
-
-type result struct {
-	Enqueue    *throughput `json:"enqueue_only,omitempty"`
-	E2E        *throughput `json:"end_to_end,omitempty"`
-	Pickup     *latency    `json:"idle_pickup_ms,omitempty"`
-	Late       *latency    `json:"delayed_lateness_ms,omitempty"`
-	MemPerMsg  *float64    `json:"memory_bytes_per_message,omitempty"`
-	IdleRate   *float64    `json:"idle_commands_per_s_per_consumer,omitempty"`
-	Inversions *int        `json:"priority_inversions,omitempty"`
-	InvOf      int         `json:"inversions_of,omitempty"`
-	Errors     []string    `json:"errors,omitempty"`
-}
 
 var queues = []string{"low", "default", "critical"} // level 0, 1, 2
 
@@ -126,6 +84,13 @@ func clean() {
 		keys = keys[n:]
 	}
 }
+
+type (
+	params     = wire.Params
+	throughput = wire.Throughput
+	latency    = wire.Latency
+	result     = wire.System
+)
 
 type stats struct {
 	commands int64

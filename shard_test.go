@@ -1,0 +1,33 @@
+package prioq
+
+import (
+	"testing"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// A level list holds envelopes; a segment holds an 8-byte sequence, then the
+// envelope.
+func TestDecodeLaneEntry(t *testing.T) {
+	env := (&envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).encode()
+	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
+	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
+
+	e, err := sh(levels).decodeLaneEntry(env)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", e.ID)
+	e, err = sh(rng).decodeLaneEntry(append(seq, env...))
+	require.NoError(t, err)
+	assert.Equal(t, "abc", e.ID)
+	assert.Equal(t, []byte("p"), e.Payload)
+
+	_, err = sh(levels).decodeLaneEntry(append(seq, env...))
+	assert.ErrorIs(t, err, ErrCorrupt, "a segment member in a level list")
+	_, err = sh(rng).decodeLaneEntry(env)
+	assert.ErrorIs(t, err, ErrCorrupt, "an envelope without its sequence in a segment")
+	_, err = sh(rng).decodeLaneEntry(seq[:7])
+	assert.ErrorIs(t, err, ErrCorrupt)
+	_, err = sh(rng).decodeLaneEntry(nil)
+	assert.ErrorIs(t, err, ErrCorrupt)
+}
