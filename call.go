@@ -105,7 +105,7 @@ func (s *shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl err
 	var got int
 	var aErr error
 	wrote := false
-	err = s.do(ctx, radix.WithConn(s.k.meta, func(ctx context.Context, conn radix.Conn) error {
+	err = s.do(ctx, radix.WithConn(s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
 		if aErr = conn.Do(ctx, a); aErr != nil && !isReply(aErr) {
 			return aErr
 		}

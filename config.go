@@ -168,6 +168,14 @@ type Config struct {
 	// could not report ErrNotReplicated). Defaults to DefaultWaitTimeout.
 	WaitTimeout time.Duration
 
+	// Shards splits the queue over that many hash tags, each with every key
+	// of a one-shard queue, so that Redis Cluster spreads them over its
+	// primaries (1..MaxShards). Defaults to 1: a queue in one hash slot, byte
+	// for byte as before shards existed. Fixed at creation, like Layout. A
+	// queue of several shards needs Redis 7.0 and this version of prioq or
+	// later in every process that opens it (its meta key says format 3).
+	Shards int
+
 	// AllowEviction lets Open accept a server whose maxmemory-policy is
 	// allkeys-*, which may delete any of the queue's keys, messages included,
 	// without an error. Open refuses such a server by default.
@@ -177,6 +185,9 @@ type Config struct {
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// MaxShards is the most shards a queue can have.
+const MaxShards = 1024
 
 // MaxBatch is the most messages one call moves: EnqueueBatch refuses more,
 // ReceiveBatch, Peek and a promotion take at most this many. Redis runs a
@@ -194,6 +205,9 @@ func (c Config) validate() error {
 	if c.Mode != AtLeastOnce && c.Mode != AtMostOnce {
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalidOption, c.Mode)
 	}
+	if c.Shards > MaxShards {
+		return fmt.Errorf("%w: %d shards (MaxShards is %d)", ErrInvalidOption, c.Shards, MaxShards)
+	}
 	if c.PromoteBatch > MaxBatch {
 		return fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, c.PromoteBatch, MaxBatch)
 	}
@@ -208,6 +222,7 @@ func (c Config) validate() error {
 
 func (c Config) withDefaults() Config {
 	c.Layout = c.Layout.withDefaults()
+	orDefault(&c.Shards, 1)
 	orDefault(&c.MaxPayload, DefaultMaxPayload)
 	orDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	if c.Backoff == nil {

@@ -53,6 +53,9 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults(q.cfg.Mode)
+	if cfg.Weights != nil && len(q.shards) > 1 {
+		return nil, fmt.Errorf("%w: Weights need a queue of one shard", ErrInvalidOption)
+	}
 	if cfg.Weights != nil {
 		if n := q.cfg.Layout.lanes(); len(cfg.Weights) != n {
 			return nil, fmt.Errorf("%w: %d weights for %d lanes", ErrInvalidOption, len(cfg.Weights), n)
@@ -65,14 +68,26 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c := &Consumer{q: q, cfg: cfg}
 	c.bg, c.stop = context.WithCancel(context.Background())
-	c.fetcher = newFetcher(q.s, &c.cfg, c.bg, c.report)
-	if !cfg.NoPromoter {
-		p := &promoter{s: q.s, cfg: &c.cfg, report: c.report}
-		c.goBackground(p.run)
-	}
-	if q.cfg.Mode == AtLeastOnce {
-		s := &sweeper{s: q.s, cfg: &c.cfg, report: c.report}
-		c.goBackground(s.run)
+	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
+	sharded := len(q.shards) > 1
+	for i, s := range q.shards {
+		var due chan struct{} // the shard's waiter tells its promoter (sharded)
+		if sharded && !cfg.NoPromoter {
+			due = make(chan struct{}, 1)
+		}
+		if sharded {
+			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report}
+			c.goBackground(w.run)
+		}
+		// The meta key is the queue's: shard 0's loops keep it.
+		if !cfg.NoPromoter {
+			p := &promoter{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0, woken: due}
+			c.goBackground(p.run)
+		}
+		if q.cfg.Mode == AtLeastOnce {
+			w := &sweeper{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0}
+			c.goBackground(w.run)
+		}
 	}
 	return c, nil
 }

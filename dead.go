@@ -32,13 +32,42 @@ type DeadLetter struct {
 }
 
 // DeadLetters describes up to n dead-letter records (at most MaxBatch,
-// however large n is) from offset start, oldest first. One round trip.
+// however large n is) from offset start, oldest first. One round trip. A
+// queue of several shards lists shard 0's dead letters, then shard 1's, and
+// so on, and takes a round trip more (every shard's length, at once).
 // Cancelling ctx abandons the read.
 func (q *Queue) DeadLetters(ctx context.Context, start, n int) ([]DeadLetter, error) {
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: DeadLetters(%d, %d)", ErrInvalidOption, start, n)
 	}
-	return q.s.deadLetters(ctx, start, min(n, MaxBatch))
+	n = min(n, MaxBatch)
+	if len(q.shards) == 1 {
+		return q.shards[0].deadLetters(ctx, start, n)
+	}
+	lens := make([]int, len(q.shards))
+	err := q.eachShard(func(i int, s *shard) error {
+		if err := s.do(ctx, radix.Cmd(&lens[i], "LLEN", s.k.dead)); err != nil {
+			return fmt.Errorf("prioq: dead letters of %q: %w", q.name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadLetter
+	for i, s := range q.shards {
+		if start >= lens[i] {
+			start -= lens[i]
+			continue
+		}
+		part, err := s.deadLetters(ctx, start, n-len(out))
+		out = append(out, part...)
+		if err != nil || len(out) >= n {
+			return out, err
+		}
+		start = 0
+	}
+	return out, nil
 }
 
 // deadLetters is DeadLetters of one shard (n ≤ MaxBatch).
@@ -137,7 +166,13 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	n, err := q.s.deadOp(ctx, deadRequeue, id)
+	var n int64
+	var err error
+	for _, s := range q.shardsFor(id) {
+		if n, err = s.deadOp(ctx, deadRequeue, id); err != nil || n != 0 {
+			break
+		}
+	}
 	switch {
 	case err != nil:
 	case n == 0:
@@ -154,12 +189,12 @@ func (q *Queue) RequeueDead(ctx context.Context, id string) error {
 // trip. Cancelling ctx abandons the call; the requeue then happened whole or
 // not at all.
 func (q *Queue) RequeueAllDead(ctx context.Context) (int64, error) {
-	return q.s.deadOp(ctx, deadRequeue, "")
+	return q.sumShards(func(s *shard) (int64, error) { return s.deadOp(ctx, deadRequeue, "") })
 }
 
 // PurgeDead deletes every dead message, releasing their caller ids, and returns
 // how many. One round trip. Cancelling ctx abandons the call; the purge then
 // happened whole or not at all.
 func (q *Queue) PurgeDead(ctx context.Context) (int64, error) {
-	return q.s.deadOp(ctx, deadPurge, "")
+	return q.sumShards(func(s *shard) (int64, error) { return s.deadOp(ctx, deadPurge, "") })
 }

@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,7 +20,9 @@ import (
 // Callers wait on the fetch or their own ctx, whichever ends first, so a
 // caller that gives up takes nothing, and nothing already taken is dropped.
 type fetcher struct {
-	s            *shard
+	shards       []*shard
+	s            *shard          // shards[0]: the queue's one shard, when it has one
+	fanin        *fanin          // a queue of several shards (fanin.go), else nil
 	cfg          *ConsumerConfig // its consumer's
 	bg           context.Context // its consumer's: ends on Close
 	report       func(error)
@@ -38,9 +41,12 @@ type fetcher struct {
 	broken map[string]bool
 }
 
-func newFetcher(s *shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
-	return &fetcher{s: s, cfg: cfg, bg: bg, report: report,
-		blockTimeout: strconv.FormatFloat(cfg.BlockTimeout.Seconds(), 'f', -1, 64)}
+func newFetcher(shards []*shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
+	f := &fetcher{shards: shards, s: shards[0], cfg: cfg, bg: bg, report: report, blockTimeout: fmtSeconds(cfg.BlockTimeout)}
+	if len(shards) > 1 {
+		f.fanin = newFanin(len(shards))
+	}
+	return f
 }
 
 func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
@@ -123,9 +129,12 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 	c, q := f, f.s
 	var msgs []*Message
 	var err error
-	if q.cfg.Mode == AtLeastOnce {
+	switch {
+	case f.fanin != nil:
+		msgs, err = f.fetchFanIn(n)
+	case q.cfg.Mode == AtLeastOnce:
 		msgs, err = f.fetchLeased(n)
-	} else {
+	default:
 		msgs, err = f.fetchPopped(n)
 	}
 	f.mu.Lock()
@@ -381,54 +390,74 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 // releaseIDs frees the caller ids of AtMostOnce messages as they are handed
 // out: from then on the message exists only in this process, and its id may
 // be enqueued again. (Held, not handed out, it keeps the id: Close gives it
-// back.) It runs with ctx; if ctx ends first, the release (an idempotent
-// SREM) goes on with a deadline of its own after the messages are returned.
-// If that fails too, the id stays taken until Purge; the error goes to
-// OnError.
+// back.) It runs with ctx, one call per shard; if ctx ends first, the release
+// (an idempotent SREM) goes on with a deadline of its own after the messages
+// are returned. If that fails too, the id stays taken until Purge; the error
+// goes to OnError.
 func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
-	c, q := f, f.s
-	if q.cfg.Mode != AtMostOnce {
+	if f.s.cfg.Mode != AtMostOnce {
 		return
 	}
-	var ids []string
-	for _, m := range msgs {
-		if m.callerID {
-			ids = append(ids, m.ID)
+	for s, group := range byShard(msgs) {
+		var ids []string
+		for _, m := range group {
+			if m.callerID {
+				ids = append(ids, m.ID)
+			}
+		}
+		if len(ids) > 0 {
+			f.releaseIDsOf(ctx, s, ids)
 		}
 	}
-	if len(ids) == 0 {
-		return
-	}
+}
+
+func (f *fetcher) releaseIDsOf(ctx context.Context, s *shard, ids []string) {
 	release := func(ctx context.Context) error {
-		return q.do(ctx, radix.Cmd(nil, "SREM", append([]string{q.k.ids}, ids...)...))
+		return s.do(ctx, radix.Cmd(nil, "SREM", append([]string{s.k.ids}, ids...)...))
 	}
 	if ctx.Err() == nil {
 		if err := release(ctx); err == nil || ctx.Err() == nil {
 			if err != nil {
-				c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+				f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.name, err))
 			}
 			return
 		}
 	}
 	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.CallTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
 		defer cancel()
 		if err := release(rctx); err != nil {
-			c.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", q.name, err))
+			f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.name, err))
 		}
 	}()
 }
 
-// giveBack gives held messages back in one round trip: AtLeastOnce ones with
-// release.lua (not a write that WAITs for replicas: it acknowledges nothing),
-// AtMostOnce ones to the head of their lanes in one pipeline. An AtMostOnce
-// message held keeps its caller id reserved until it is handed out (see
-// fetcher.receive), so putting it back needs no id.
-func (f *fetcher) giveBack(ctx context.Context, held []*Message) error {
-	if len(held) == 0 {
-		return nil
+// byShard groups messages by the shard they came from, keeping their order.
+func byShard(msgs []*Message) map[*shard][]*Message {
+	out := make(map[*shard][]*Message, 1)
+	for _, m := range msgs {
+		out[m.s] = append(out[m.s], m)
 	}
-	q := f.s
+	return out
+}
+
+// giveBack gives held messages back, one round trip per shard they came
+// from: AtLeastOnce ones with release.lua (not a write that WAITs for
+// replicas: it acknowledges nothing), AtMostOnce ones to the head of their
+// lanes in one pipeline. An AtMostOnce message held keeps its caller id
+// reserved until it is handed out (see fetcher.receive), so putting it back
+// needs no id.
+func (f *fetcher) giveBack(ctx context.Context, held []*Message) error {
+	var errs []error
+	for s, group := range byShard(held) {
+		if err := f.giveBackTo(ctx, s, group); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) error {
 	if q.cfg.Mode == AtLeastOnce {
 		tokens := make([]string, len(held))
 		for i, m := range held {

@@ -43,7 +43,7 @@ func TestLaneOrder(t *testing.T) {
 	q := pureQueue(Config{Layout: Levels(4)})
 	l := sh(q).k.lanes
 	order := func(w []int) []string {
-		f := newFetcher(sh(q), &ConsumerConfig{Weights: w}, context.Background(), nil)
+		f := newFetcher(q.shards, &ConsumerConfig{Weights: w}, context.Background(), nil)
 		return f.laneOrder()
 	}
 	assert.Equal(t, []string{l[3], l[2], l[1], l[0]}, order(nil))

@@ -209,7 +209,7 @@ func commandCalls(t testing.TB, c radix.Client) map[string]int {
 }
 
 // sh is the queue's shard, for tests that look at its keys or make its calls.
-func sh(q *Queue) *shard { return q.s }
+func sh(q *Queue) *shard { return q.shards[0] }
 
 // failTok runs fail.lua on the delivery of token (as a consumer's Retry or
 // dead-lettering would) and returns its error only.

@@ -5,6 +5,8 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -74,17 +76,37 @@ func newID(now time.Time) string {
 	return string(generatedIDMark) + lowerASCII(idEncoding.EncodeToString(b[:]))
 }
 
-// isGeneratedID reports whether id has the form newID gives.
+// isGeneratedID reports whether id has the form newID gives, with or without
+// the shard a queue of several shards puts after it (see shardID).
 func isGeneratedID(id string) bool {
-	if len(id) != generatedIDLen || id[0] != generatedIDMark {
+	if len(id) < generatedIDLen || id[0] != generatedIDMark {
 		return false
 	}
-	for i := 1; i < len(id); i++ {
+	for i := 1; i < generatedIDLen; i++ {
 		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'v') {
 			return false
 		}
 	}
-	return true
+	if len(id) == generatedIDLen {
+		return true
+	}
+	_, ok := generatedShard(id)
+	return ok
+}
+
+// shardID is a generated id of a queue of several shards: newID's form, a '.'
+// and the shard's number (no leading zero), so that the id alone says where
+// the message lives.
+func shardID(id string, shard int) string { return id + "." + strconv.Itoa(shard) }
+
+// generatedShard reads the shard of an id shardID made.
+func generatedShard(id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id[generatedIDLen:], ".")
+	if !ok || rest == "" || len(rest) > 4 || rest[0] == '0' && rest != "0" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0 && n < MaxShards && strconv.Itoa(n) == rest
 }
 
 func lowerASCII(s string) string {

@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,22 @@ func TestLowerASCII(t *testing.T) {
 	assert.Equal(t, "abz-09-az", lowerASCII("ABZ-09-aZ"))
 	assert.Equal(t, "", lowerASCII(""))
 	assert.Equal(t, "é@[`{", lowerASCII("é@[`{"), "only A-Z change")
+}
+
+// A generated id of a queue of several shards carries its shard: the ID
+// option refuses that form too, and the shard reads back.
+func TestShardID(t *testing.T) {
+	id := newID(time.UnixMilli(1700000000123))
+	for _, shard := range []int{0, 1, 9, 10, 255, MaxShards - 1} {
+		s := shardID(id, shard)
+		assert.True(t, isGeneratedID(s), s)
+		assert.ErrorIs(t, validateCallerID(s), ErrInvalidID, s)
+		got, ok := generatedShard(s)
+		assert.True(t, ok, s)
+		assert.Equal(t, shard, got)
+	}
+	for _, bad := range []string{id + ".", id + ".01", id + ".x", id + ".-1", id + "." + strconv.Itoa(MaxShards), id + "x"} {
+		assert.False(t, isGeneratedID(bad), bad)
+		assert.NoError(t, validateCallerID(bad), bad)
+	}
 }

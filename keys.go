@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/mediocregopher/radix/v4"
 )
 
 // keys.go is the only place key names are built, and the one description of
@@ -85,10 +87,52 @@ func QueueOfMetaKey(key string) (string, bool) {
 	return name, true
 }
 
+// newKeySet is the key set of a queue of one shard: the queue's name is its
+// hash tag.
 func newKeySet(name string, lanes int) keySet {
 	p := keyPrefix + name + keyTagEnd
+	return keysAt(p, p+metaName, lanes)
+}
+
+// shardKeySet is the key set of shard i of a queue of several (see
+// shardTags): every key of a one-shard queue, under the prefix
+// prioq/i:{tag}:, which no queue's own keys (prioq:{…}:) can take. The meta
+// key stays the queue's, prioq:{name}:meta, in the slot of the name.
+func shardKeySet(name string, i int, tag string, lanes int) keySet {
+	p := "prioq/" + strconv.Itoa(i) + ":{" + tag + keyTagEnd
+	return keysAt(p, keyPrefix+name+keyTagEnd+metaName, lanes)
+}
+
+// shardSlots is how many Redis Cluster hash slots there are.
+const shardSlots = 16384
+
+// shardTags chooses the hash tags of the n shards of queue name: shard i's tag
+// is name/k for the smallest k whose slot lies near the middle of the i-th of
+// n equal windows of the 16,384 slots. A cluster whose primaries hold equal
+// runs of slots in order (what redis-cli --cluster create makes) then holds
+// ⌊n/P⌋ or ⌈n/P⌉ shards on each of its P primaries. The tags depend on the
+// name and n alone, so every process finds the same ones. ('/' and the
+// number after the last one tell the tags of different queues apart.)
+func shardTags(name string, n int) []string {
+	tags := make([]string, n)
+	for i := range tags {
+		lo, hi := i*shardSlots/n, (i+1)*shardSlots/n
+		mid, half := (lo+hi)/2, max((hi-lo)/4, 1)
+		for k := 0; ; k++ {
+			t := name + "/" + strconv.Itoa(k)
+			if s := int(radix.ClusterSlot([]byte(t))); s >= mid-half && s < mid+half {
+				tags[i] = t
+				break
+			}
+		}
+	}
+	return tags
+}
+
+// keysAt builds the key names under prefix p.
+func keysAt(p, meta string, lanes int) keySet {
 	k := keySet{
-		meta:     p + metaName,
+		meta:     meta,
 		ids:      p + "ids",
 		seq:      p + "seq",
 		delayed:  p + "delayed",
@@ -121,6 +165,11 @@ func newKeySet(name string, lanes int) keySet {
 	k.deadKeys = withLanes(k.lanes, k.dead, k.ids, k.seq, k.wake)
 	return k
 }
+
+// slotKey is a key of the shard's own hash slot (the meta key is not, for a
+// queue of several shards): calls that must reach the shard's node, such as
+// a WAIT on the connection of a write, are routed by it.
+func (k keySet) slotKey() string { return k.seq }
 
 func clip(s []string) []string { return s[:len(s):len(s)] }
 

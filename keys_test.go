@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +126,39 @@ func TestValidateName(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidName, "%q", tc.name)
 		}
 	}
+}
+
+// Shard tags spread the shards evenly over primaries that split the slots
+// evenly in order (as redis-cli --cluster create does): ⌊n/P⌋ or ⌈n/P⌉ each.
+// They are the same in every process, distinct, and the keys of a shard share
+// one slot that no other shard of the queue uses.
+func TestShardTagsSpreadOverPrimaries(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 6, 8, 16, 64, 256} {
+		tags := shardTags("orders", n)
+		assert.Equal(t, tags, shardTags("orders", n), "deterministic")
+		slots := map[uint16]bool{}
+		for i, tag := range tags {
+			k := shardKeySet("orders", i, tag, 3)
+			slot := radix.ClusterSlot([]byte(k.lanes[0]))
+			for _, key := range append(k.all()[1:], k.lanes...) { // meta aside: the queue's
+				require.Equal(t, slot, radix.ClusterSlot([]byte(key)), key)
+			}
+			assert.False(t, slots[slot], "shard %d of %d shares a slot", i, n)
+			slots[slot] = true
+			assert.True(t, strings.HasPrefix(k.lanes[0], "prioq/"+strconv.Itoa(i)+":{orders/"), k.lanes[0])
+		}
+		for _, p := range []int{1, 2, 3, 5, 6, 10} {
+			count := make([]int, p)
+			for _, tag := range tags {
+				slot := int(radix.ClusterSlot([]byte(tag)))
+				count[slot*p/shardSlots]++
+			}
+			for primary, c := range count {
+				assert.True(t, c == n/p || c == (n+p-1)/p, "n=%d P=%d: primary %d holds %d shards", n, p, primary, c)
+			}
+		}
+	}
+	// The keys of a queue of one shard are as before shards existed.
+	assert.Equal(t, "prioq:{orders}:lane:0", newKeySet("orders", 1).lanes[0])
+	assert.Equal(t, "prioq:{orders}:meta", shardKeySet("orders", 3, "orders/7", 1).meta, "the queue's meta key")
 }

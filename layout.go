@@ -60,6 +60,21 @@ func (l Layout) validate() error {
 
 func (l Layout) isRange() bool { return l.kind == kindRange }
 
+// lowest and highest are the layout's priorities at its ends.
+func (l Layout) lowest() int64 {
+	if l.kind == kindRange {
+		return l.lo
+	}
+	return 0
+}
+
+func (l Layout) highest() int64 {
+	if l.kind == kindRange {
+		return l.hi
+	}
+	return int64(l.levels - 1)
+}
+
 // lanes is how many Redis keys hold ready messages.
 func (l Layout) lanes() int {
 	if l.kind == kindRange {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -108,11 +109,12 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// AckBatch acknowledges many messages of one queue in one round trip and
-// returns one error per message (nil, ErrLeaseLost, ErrNotReplicated, or the
-// Redis error). As with Ack, a message acked before (by Ack or AckBatch) is
-// not acked again and gets nil. Cancelling ctx abandons the call: every ack
-// then reports the ctx error, and each may or may not have happened.
+// AckBatch acknowledges many messages of one queue in one round trip (per
+// shard they came from, the shards at once) and returns one error per
+// message (nil, ErrLeaseLost, ErrNotReplicated, or the Redis error). As with
+// Ack, a message acked before (by Ack or AckBatch) is not acked again and
+// gets nil. Cancelling ctx abandons the call: every ack then reports the ctx
+// error, and each may or may not have happened.
 func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
@@ -124,7 +126,7 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 		if err := m.leased(); err != nil {
 			return fill(errs, err)
 		}
-		if m.s != msgs[0].s {
+		if m.s.cfg != msgs[0].s.cfg { // shards of one queue share its config
 			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
 		}
 		if Outcome(m.finished.Load()) != OutcomeAcked {
@@ -136,15 +138,26 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 	case 1:
 		errs[at[0]] = todo[0].Ack(ctx)
 	default:
-		reqs := make([]ackReq, len(todo))
-		for i, m := range todo {
-			reqs[i] = m.ackReq()
+		var wg sync.WaitGroup
+		for s, group := range byShard(todo) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				reqs := make([]ackReq, len(group))
+				for i, m := range group {
+					reqs[i] = m.ackReq()
+				}
+				for i, err := range s.ack(ctx, reqs) {
+					if err == nil || errors.Is(err, ErrNotReplicated) {
+						group[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
+					}
+					group[i].ackErr = err
+				}
+			}()
 		}
-		for i, err := range msgs[0].s.ack(ctx, reqs) {
-			if err == nil || errors.Is(err, ErrNotReplicated) {
-				todo[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
-			}
-			errs[at[i]] = err
+		wg.Wait()
+		for i, m := range todo {
+			errs[at[i]], m.ackErr = m.ackErr, nil
 		}
 	}
 	return errs

@@ -56,8 +56,8 @@ func TestMessageCallsNeedALease(t *testing.T) {
 	assert.Len(t, AckBatch(ctx), 0)
 
 	// Leased, but from two queues: refused as a whole.
-	a := &Message{MessageInfo: MessageInfo{ID: "a"}, s: &shard{}, token: "t1"}
-	b := &Message{MessageInfo: MessageInfo{ID: "b"}, s: &shard{}, token: "t2"}
+	a := &Message{MessageInfo: MessageInfo{ID: "a"}, s: &shard{cfg: &Config{}}, token: "t1"}
+	b := &Message{MessageInfo: MessageInfo{ID: "b"}, s: &shard{cfg: &Config{}}, token: "t2"}
 	errs = AckBatch(ctx, a, b)
 	require.Len(t, errs, 2)
 	assert.ErrorIs(t, errs[0], ErrInvalidOption)

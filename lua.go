@@ -122,6 +122,10 @@ var (
 	failSrc    string
 	failScript = newScript(failSrc)
 
+	//go:embed lua/top.lua
+	topSrc    string
+	topScript = newScript(topSrc)
+
 	//go:embed lua/release.lua
 	releaseSrc    string
 	releaseScript = newScript(releaseSrc)

@@ -24,6 +24,8 @@ type Message struct {
 	// finished is the Outcome of an Ack, Retry or dead-lettering that
 	// happened (0: none yet): Run does not finish a delivery twice.
 	finished atomic.Int32
+	// ackErr carries AckBatch's result for the message across its goroutines.
+	ackErr error
 	// afterFinish are the AfterFinish callbacks, called by Run.
 	afterFinish []func(Outcome, error)
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
 
-// Option varies one Enqueue: Priority, Delay, At, ID.
+// Option varies one Enqueue: Priority, Delay, At, ID, OrderingKey, Headers.
 type Option func(*sendOptions)
 
 type sendOptions struct {
@@ -19,8 +21,24 @@ type sendOptions struct {
 	delay       time.Duration
 	at          time.Time
 	id          string
+	orderingKey string
 	headers     map[string]string
 	err         error
+}
+
+// OrderingKey puts the message in the shard of key (a queue of several
+// shards): messages with the same key keep first-in, first-out order among
+// those of one priority, as in a queue of one shard. Without it a message
+// goes to the shard of its ID, or the next shard in turn. With an ID too,
+// the key decides the shard, so give a retried message the same key. No
+// effect on a queue of one shard. An empty key is an error.
+func OrderingKey(key string) Option {
+	return func(o *sendOptions) {
+		if key == "" {
+			o.err = fmt.Errorf("%w: empty ordering key", ErrInvalidOption)
+		}
+		o.orderingKey = key
+	}
 }
 
 // Headers adds string headers to the message: metadata carried beside the
@@ -122,7 +140,8 @@ type EnqueueResult struct {
 	Err error
 }
 
-// prepared is one validated message, ready to be sent as 7 script arguments.
+// prepared is one validated message, ready to be sent as 7 script arguments
+// to the shard it goes to.
 type prepared struct {
 	id     string
 	caller bool
@@ -130,6 +149,7 @@ type prepared struct {
 	lane   int
 	score  string
 	env    []byte
+	shard  int
 }
 
 func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared, error) {
@@ -166,8 +186,20 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 		due = "+" + fmtInt(leaseMs(o.delay))
 	}
 	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane}
+	switch {
+	case len(q.shards) == 1:
+	case o.orderingKey != "":
+		p.shard = q.hashShard(o.orderingKey)
+	case p.caller:
+		p.shard = q.hashShard(p.id)
+	default:
+		p.shard = int(q.next.Add(1) % uint32(len(q.shards)))
+	}
 	if !p.caller {
 		p.id = newID(now)
+		if len(q.shards) > 1 {
+			p.id = shardID(p.id, p.shard)
+		}
 	}
 	if q.cfg.Layout.isRange() {
 		p.score = scoreOf(o.priority)
@@ -208,7 +240,7 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (st
 	if err != nil {
 		return "", err
 	}
-	res, err := q.s.send(ctx, []prepared{p})
+	res, err := q.shards[p.shard].send(ctx, []prepared{p})
 	if res == nil {
 		return "", err
 	}
@@ -269,7 +301,52 @@ func (q *Queue) enqueueBatch(ctx context.Context, items []EnqueueItem) ([]Enqueu
 		}
 		ps[i] = p
 	}
-	return q.s.send(ctx, ps)
+	return q.send(ctx, ps)
+}
+
+// send stores ps in their shards: one round trip per shard, the shards at
+// once. A shard's part of a batch is atomic; with several shards, one part
+// can fail while another is stored, and only its items report the error.
+func (q *Queue) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
+	first := ps[0].shard
+	if !slices.ContainsFunc(ps, func(p prepared) bool { return p.shard != first }) {
+		return q.shards[first].send(ctx, ps)
+	}
+	parts := make(map[int][]int) // shard -> indexes into ps
+	for i, p := range ps {
+		parts[p.shard] = append(parts[p.shard], i)
+	}
+	out := make([]EnqueueResult, len(ps))
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for sh, idx := range parts {
+		part := make([]prepared, len(idx))
+		for j, i := range idx {
+			part[j] = ps[i]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := q.shards[sh].send(ctx, part)
+			mu.Lock()
+			defer mu.Unlock()
+			for j, i := range idx {
+				out[i].ID = part[j].id
+				switch {
+				case j < len(res):
+					out[i] = res[j]
+				case err != nil:
+					out[i].Err = err
+				}
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
@@ -378,7 +455,7 @@ func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
 	p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countEnqueued, strconv.Itoa(len(ps))))
-	if s.cfg.Mode == AtLeastOnce {
+	if s.wakes() {
 		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
 	}
 	err, notRepl := s.writeWait(ctx, p)

@@ -22,9 +22,16 @@ import (
 // goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait and, in
 // AtMostOnce (which has no sweeper), a keepMeta every few of those.
 type promoter struct {
-	s      *shard
-	cfg    *ConsumerConfig // its consumer's: PromoteWait, RetryInterval
-	report func(error)
+	s         *shard
+	cfg       *ConsumerConfig // its consumer's: PromoteWait, RetryInterval
+	report    func(error)
+	keepsMeta bool // the queue's meta key is its to keep (shard 0, AtMostOnce)
+
+	// woken, for a queue of several shards, is how the consumer's one wait
+	// on the shard (fanin.go waiter) says an earlier due time was scheduled;
+	// the promoter then does not block on the sched marker itself, and
+	// re-reads the next due time every PromoteWait.
+	woken <-chan struct{}
 }
 
 func (p *promoter) run(ctx context.Context) {
@@ -33,7 +40,11 @@ func (p *promoter) run(ctx context.Context) {
 	waiterDone := make(chan struct{})
 	go func() {
 		defer close(waiterDone)
-		p.wait(ctx, wake)
+		if p.woken != nil {
+			p.forward(ctx, wake)
+		} else {
+			p.wait(ctx, wake)
+		}
 	}()
 	defer func() {
 		<-waiterDone
@@ -78,7 +89,7 @@ func (p *promoter) run(ctx context.Context) {
 				}
 			}
 		} else {
-			if round%metaEvery == 0 && q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
+			if p.keepsMeta && round%metaEvery == 0 && q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
 				q.keepMeta(ctx, c.report)
 			}
 			cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
@@ -118,8 +129,32 @@ func (p *promoter) rearm() {
 	pl := radix.NewPipeline()
 	pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
 	pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
+	if p.woken != nil {
+		pl.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", dueMember))
+	}
 	if err := q.do(ctx, pl); err != nil {
 		p.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.name, err))
+	}
+}
+
+// forward turns the waiter's signals into wake-ups and sends a re-read of the
+// next due time every PromoteWait (what wait's timeouts do).
+func (p *promoter) forward(ctx context.Context, wake chan<- bool) {
+	t := time.NewTicker(p.cfg.PromoteWait)
+	defer t.Stop()
+	for {
+		marker := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.woken:
+			marker = true
+		case <-t.C:
+		}
+		select {
+		case wake <- marker:
+		default:
+		}
 	}
 }
 

@@ -59,6 +59,15 @@ const (
 	// by lane keys of the wrong type.
 	replyBroken = "broken"
 
+	// replyTop, then the best priority left ('' for none), ends a take's
+	// reply when asked for it.
+	replyTop = "top"
+
+	// dueMember is the wake-up set's member that says an earlier due time was
+	// scheduled: consumers of a queue of several shards wake their promoter
+	// for it (their one blocking wait per shard watches the wake-up set).
+	dueMember = "d"
+
 	// What dead.lua does: requeue dead letters, or purge them.
 	deadRequeue = "requeue"
 	deadPurge   = "purge"
@@ -72,6 +81,9 @@ const (
 	countEnqueued = "enqueued"
 	countAcked    = "acked"
 )
+
+// fmtSeconds is d in seconds, as Redis takes a blocking command's timeout.
+func fmtSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 
 // luaConstants is the prelude's first part: every constant above, and the
 // envelope's offsets as 1-based Lua string positions.
@@ -102,6 +114,8 @@ func luaConstants() string {
 	str("FAIL_BURY", failBury)
 	str("REPLY_PAUSED", replyPaused)
 	str("REPLY_BROKEN", replyBroken)
+	str("REPLY_TOP", replyTop)
+	str("DUE", dueMember)
 	str("DEAD_REQUEUE", deadRequeue)
 	str("DEAD_PURGE", deadPurge)
 	str("COUNT_ENQUEUED", countEnqueued)

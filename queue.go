@@ -1,27 +1,40 @@
 package prioq
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
 
 // storageFormat is written to the meta key; bump it when the stored form of
-// keys or envelopes changes incompatibly.
-const storageFormat = "2"
+// keys or envelopes changes incompatibly. A queue of several shards says
+// shardedFormat, which versions before shards refuse to open.
+const (
+	storageFormat = "2"
+	shardedFormat = "3"
+)
 
 // Queue is a handle on one named queue in Redis. It is safe for concurrent use
 // and cheap to keep; it holds no connection of its own. Concurrent single
 // Enqueue and Ack calls on one Queue share round trips (see the README), so
 // share one Queue per queue name in a process.
 type Queue struct {
-	name string
-	cfg  Config
-	s    *shard // the queue's keys and the calls on them
+	name   string
+	cfg    Config
+	shards []*shard // the queue's keys and the calls on them, cfg.Shards of them
+
+	// next turns the shard of messages routed by neither ID nor OrderingKey.
+	next *atomic.Uint32
 
 	// clock is this host's clock (time.Now; tests set others). It stamps ids
 	// and EnqueuedAt; no deadline depends on it (see now_ms in lua/lib.lua).
@@ -30,9 +43,79 @@ type Queue struct {
 
 // newQueue is a handle on name with cfg (defaults applied), making no call.
 func newQueue(c Client, name string, cfg Config) *Queue {
-	q := &Queue{name: name, cfg: cfg, clock: time.Now}
-	q.s = newShard(c, name, &q.cfg, newKeySet(name, cfg.Layout.lanes()))
+	q := &Queue{name: name, cfg: cfg, clock: time.Now, next: new(atomic.Uint32)}
+	lanes := cfg.Layout.lanes()
+	if cfg.Shards == 1 {
+		q.shards = []*shard{newShard(c, name, &q.cfg, newKeySet(name, lanes))}
+		return q
+	}
+	for i, tag := range shardTags(name, cfg.Shards) {
+		q.shards = append(q.shards, newShard(c, name, &q.cfg, shardKeySet(name, i, tag, lanes)))
+	}
 	return q
+}
+
+// hashShard is the shard of an id or ordering key: FNV-1a, modulo the shards.
+func (q *Queue) hashShard(key string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(len(q.shards)))
+}
+
+// shardOf is the shard where a message with this id lives, or would: a
+// generated id says it, a caller's id is hashed (OrderingKey aside: see
+// shardsFor).
+func (q *Queue) shardOf(id string) int {
+	if len(q.shards) == 1 {
+		return 0
+	}
+	if isGeneratedID(id) {
+		if len(id) == generatedIDLen {
+			return 0
+		}
+		if n, ok := generatedShard(id); ok && n < len(q.shards) {
+			return n
+		}
+		return 0
+	}
+	return q.hashShard(id)
+}
+
+// shardsFor lists the shards to look in for a message with id, most likely
+// first: its own shard and, for a caller's id of a queue of several shards
+// (an OrderingKey may have put it elsewhere), every other.
+func (q *Queue) shardsFor(id string) []*shard {
+	home := q.shardOf(id)
+	out := []*shard{q.shards[home]}
+	if len(q.shards) > 1 && !isGeneratedID(id) {
+		for i, s := range q.shards {
+			if i != home {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// eachShard runs f on every shard, at most 16 at once, and joins their
+// errors.
+func (q *Queue) eachShard(f func(i int, s *shard) error) error {
+	if len(q.shards) == 1 {
+		return f(0, q.shards[0])
+	}
+	errs := make([]error, len(q.shards))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, s := range q.shards {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = f(i, s)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (q *Queue) now() time.Time { return q.clock() }
@@ -56,10 +139,10 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 		return nil, err
 	}
 	q := newQueue(c, name, cfg)
-	if err := q.s.checkEviction(ctx); err != nil {
+	if err := q.eachShard(func(_ int, s *shard) error { return s.checkEviction(ctx) }); err != nil {
 		return nil, err
 	}
-	if err := q.s.writeMeta(ctx); err != nil {
+	if err := q.shards[0].writeMeta(ctx); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -84,20 +167,29 @@ func (s *shard) keepMeta(ctx context.Context, report func(error)) {
 }
 
 // writeMeta creates the queue's meta record, or checks the one there: a
-// queue stored with another layout, mode or format is ErrConfigMismatch.
+// queue stored with another layout, mode, shard count or format is
+// ErrConfigMismatch. A queue of one shard has no shards field, as before
+// shards existed; one of several is format 3, which earlier versions refuse.
 func (s *shard) writeMeta(ctx context.Context) error {
 	cfg := s.cfg
+	format, shards, shardsArg := storageFormat, strconv.Itoa(cfg.Shards), ""
+	if cfg.Shards > 1 {
+		format, shardsArg = shardedFormat, shards
+	}
 	var got []string
-	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), storageFormat))
+	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), format, shardsArg))
 	if err != nil {
 		return fmt.Errorf("prioq: open %q: %w", s.name, err)
 	}
-	if len(got) != 3 {
+	if len(got) != 4 {
 		return fmt.Errorf("prioq: open %q: %w: meta reply %q", s.name, ErrScript, got)
 	}
-	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != storageFormat {
-		return fmt.Errorf("%w: %q is %s/%s (format %s), opened as %s/%s (format %s)", ErrConfigMismatch,
-			s.name, got[0], got[1], got[2], cfg.Layout, cfg.Mode, storageFormat)
+	if got[3] == "" {
+		got[3] = "1"
+	}
+	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != format || got[3] != shards {
+		return fmt.Errorf("%w: %q is %s/%s/%s shards (format %s), opened as %s/%s/%s shards (format %s)", ErrConfigMismatch,
+			s.name, got[0], got[1], got[3], got[2], cfg.Layout, cfg.Mode, shards, format)
 	}
 	return nil
 }
@@ -109,7 +201,7 @@ func (s *shard) writeMeta(ctx context.Context) error {
 // CONFIG may be renamed or denied; then it says so in a log line and goes on.
 func (s *shard) checkEviction(ctx context.Context) error {
 	var kv []string
-	err := s.do(ctx, radix.WithConn(s.k.meta, func(ctx context.Context, conn radix.Conn) error {
+	err := s.do(ctx, radix.WithConn(s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
 		return conn.Do(ctx, radix.Cmd(&kv, "CONFIG", "GET", "maxmemory-policy"))
 	}))
 	if err != nil || len(kv) != 2 {
@@ -139,10 +231,10 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 	}
 	k := newKeySet(name, 1)
 	var got []string
-	if err := doBounded(ctx, c, checked.CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode")); err != nil {
+	if err := doBounded(ctx, c, checked.CallTimeout, radix.Cmd(&got, "HMGET", k.meta, "layout", "mode", "shards")); err != nil {
 		return nil, fmt.Errorf("prioq: open %q: %w", name, err)
 	}
-	if len(got) != 2 || got[0] == "" {
+	if len(got) != 3 || got[0] == "" {
 		return nil, fmt.Errorf("prioq: open %q: %w: no such queue", name, ErrNotFound)
 	}
 	layout, err := ParseLayout(got[0])
@@ -158,6 +250,12 @@ func OpenExisting(ctx context.Context, c Client, name string, cfg Config) (*Queu
 		return nil, fmt.Errorf("prioq: open %q: %w: stored mode %q", name, ErrConfigMismatch, got[1])
 	}
 	cfg.Layout = layout
+	cfg.Shards = 1
+	if got[2] != "" {
+		if cfg.Shards, err = strconv.Atoi(got[2]); err != nil || cfg.Shards < 1 {
+			return nil, fmt.Errorf("prioq: open %q: %w: stored shards %q", name, ErrConfigMismatch, got[2])
+		}
+	}
 	return Open(ctx, c, name, cfg)
 }
 
@@ -212,11 +310,43 @@ type Stats struct {
 	// refused at maxmemory, or an ack that lost its lease, may still count.
 	Enqueued int64
 	Acked    int64
+
+	// Shards are the figures of each shard, shard 0 first, for a queue of
+	// several shards (nil for one): the figures above are their sums (Paused:
+	// any; OldestReady: the oldest).
+	Shards []Stats
 }
 
 // Stats reads the queue's counters in one pipelined round trip. Cancelling ctx
 // abandons the read.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) { return q.s.stats(ctx) }
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	if len(q.shards) == 1 {
+		return q.shards[0].stats(ctx)
+	}
+	per := make([]Stats, len(q.shards))
+	err := q.eachShard(func(i int, s *shard) (err error) {
+		per[i], err = s.stats(ctx)
+		return err
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Lanes: make([]int64, q.cfg.Layout.lanes()), Shards: per}
+	for _, p := range per {
+		for i, n := range p.Lanes {
+			st.Lanes[i] += n
+		}
+		st.Ready += p.Ready
+		st.Delayed += p.Delayed
+		st.InFlight += p.InFlight
+		st.Dead += p.Dead
+		st.Enqueued += p.Enqueued
+		st.Acked += p.Acked
+		st.OldestReady = max(st.OldestReady, p.OldestReady)
+		st.Paused = st.Paused || p.Paused
+	}
+	return st, nil
+}
 
 // stats is Stats of one shard.
 func (s *shard) stats(ctx context.Context) (Stats, error) {
@@ -290,13 +420,33 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 }
 
 // Peek describes up to n ready messages (at most MaxBatch) in the order
-// consumers would get them, taking nothing. One round trip; cost O(lanes + n).
-// Cancelling ctx abandons the read.
+// consumers would get them, taking nothing. One round trip (per shard, the
+// shards at once; their messages merged by priority, then enqueue time);
+// cost O(lanes + n). Cancelling ctx abandons the read.
 func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
 	}
-	return q.s.peek(ctx, n)
+	n = min(n, MaxBatch)
+	if len(q.shards) == 1 {
+		return q.shards[0].peek(ctx, n)
+	}
+	per := make([][]MessageInfo, len(q.shards))
+	err := q.eachShard(func(i int, s *shard) (err error) {
+		per[i], err = s.peek(ctx, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := slices.Concat(per...)
+	slices.SortStableFunc(all, func(a, b MessageInfo) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		return a.EnqueuedAt.Compare(b.EnqueuedAt)
+	})
+	return all[:min(n, len(all))], nil
 }
 
 // peek is Peek of one shard.
@@ -329,7 +479,13 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	return q.s.cancel(ctx, id)
+	var err error
+	for _, s := range q.shardsFor(id) {
+		if err = s.cancel(ctx, id); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return err
 }
 
 // cancel is Cancel on one shard.
@@ -350,7 +506,20 @@ func (s *shard) cancel(ctx context.Context, id string) error {
 // when any caller id is alive (each one is read to release its id), during
 // which Redis serves nothing else. Cancelling ctx abandons the call; the purge
 // then happened whole or not at all.
-func (q *Queue) Purge(ctx context.Context) (int64, error) { return q.s.purge(ctx) }
+func (q *Queue) Purge(ctx context.Context) (int64, error) {
+	return q.sumShards(func(s *shard) (int64, error) { return s.purge(ctx) })
+}
+
+// sumShards runs f on every shard and adds up what it returns.
+func (q *Queue) sumShards(f func(s *shard) (int64, error)) (int64, error) {
+	var total atomic.Int64
+	err := q.eachShard(func(_ int, s *shard) error {
+		n, err := f(s)
+		total.Add(n)
+		return err
+	})
+	return total.Load(), err
+}
 
 // purge is Purge of one shard.
 func (s *shard) purge(ctx context.Context) (int64, error) {
@@ -371,7 +540,7 @@ func (q *Queue) Pause(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: pause %q: %w", q.name, ErrWrongMode)
 	}
-	return q.s.pause(ctx)
+	return q.eachShard(func(_ int, s *shard) error { return s.pause(ctx) })
 }
 
 // pause is Pause of one shard.
@@ -390,7 +559,7 @@ func (q *Queue) Resume(ctx context.Context) error {
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: resume %q: %w", q.name, ErrWrongMode)
 	}
-	return q.s.resume(ctx)
+	return q.eachShard(func(_ int, s *shard) error { return s.resume(ctx) })
 }
 
 // resume is Resume of one shard.

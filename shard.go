@@ -68,8 +68,13 @@ func (s *shard) kind() string {
 
 func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 
+// wakes reports whether writes that make work ready arm the wake-up set: for
+// AtLeastOnce consumers, and for every consumer of a queue of several shards
+// (they wait on each shard's wake-up set instead of popping its lanes).
+func (s *shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 }
+
 func (s *shard) armFlag() string {
-	if s.cfg.Mode == AtLeastOnce {
+	if s.wakes() {
 		return argYes
 	}
 	return argNo

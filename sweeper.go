@@ -16,9 +16,10 @@ import (
 // call has a deadline, so one that hangs fails and the next interval tries
 // again.
 type sweeper struct {
-	s      *shard
-	cfg    *ConsumerConfig // its consumer's: SweepInterval, OnSweep
-	report func(error)
+	s         *shard
+	cfg       *ConsumerConfig // its consumer's: SweepInterval, OnSweep
+	report    func(error)
+	keepsMeta bool // the queue's meta key is its to keep (shard 0)
 }
 
 // sweepBatch is how many expired leases one sweep call handles.
@@ -27,7 +28,7 @@ const sweepBatch = 256
 func (w *sweeper) run(ctx context.Context) {
 	s := w.s
 	for round := 0; sleepCtx(ctx, jitter(w.cfg.SweepInterval)); round++ {
-		if round%metaEvery == 0 {
+		if w.keepsMeta && round%metaEvery == 0 {
 			s.keepMeta(ctx, w.report)
 		}
 		for {

@@ -29,39 +29,99 @@ func leaseSuffix() string {
 // before the call: no later than the server's, whatever the host's wall
 // clock says, so a handler's context never outlives its lease.
 func (s *shard) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
-	keys := append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, lanes...)
+	r, err := s.takeFrom(ctx, takeArgs{lanes: lanes, n: n, lease: lease})
+	return r.msgs, r.paused, err
+}
+
+// takeArgs are a take's: the lanes in serving order, of which it pops from
+// the first popLanes only (0: all) but looks at all for the best priority
+// left when top asks it; lease 0 takes without a lease (AtMostOnce).
+type takeArgs struct {
+	lanes    []string
+	n        int
+	lease    time.Duration
+	popLanes int
+	top      bool
+	floor    string // the lowest priority to take ('' for any): see take.lua
+}
+
+// takeReply is what a take got, with the best priority left in the shard's
+// lanes (hasTop false: none, or not asked).
+type takeReply struct {
+	msgs    []*Message
+	paused  bool
+	top     int64
+	hasTop  bool
+	dropped []error // AtMostOnce: entries that did not decode, gone
+}
+
+// takeFrom runs take.lua with a; see take.
+func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
+	keys := append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
 	start := time.Now()
-	args := []string{fmtInt(leaseMs(lease)), strconv.Itoa(n), s.kind(), leaseSuffix()}
+	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor}
+	if a.lease > 0 {
+		args[0] = fmtInt(leaseMs(a.lease))
+	}
+	if a.top {
+		args[4] = argYes
+	}
 	var raw [][]byte
 	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
-		return nil, false, fmt.Errorf("prioq: take from %q: %w", s.name, err)
+		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == replyPaused {
-		return nil, true, nil
+		return takeReply{paused: true}, nil
+	}
+	if n := len(raw); a.top && n >= 2 && string(raw[n-2]) == replyTop {
+		if t := string(raw[n-1]); t != "" {
+			if r.top, err = strconv.ParseInt(t, 10, 64); err != nil {
+				return r, fmt.Errorf("prioq: take from %q: %w: top %q", s.name, ErrScript, t)
+			}
+			r.hasTop = true
+		}
+		raw = raw[:n-2]
 	}
 	if n := len(raw); n >= 2 && string(raw[n-2]) == replyBroken {
 		s.logBrokenLanes(ctx, string(raw[n-1]))
 		raw = raw[:n-2]
 	}
 	if len(raw)%2 != 0 {
-		return nil, false, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
+		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
 	}
-	deadline := start.Add(lease)
+	deadline := start.Add(a.lease)
 	for i := 0; i < len(raw); i += 2 {
-		token, member := string(raw[i]), raw[i+1]
+		first, member := string(raw[i]), raw[i+1]
 		e, derr := s.decodeLaneEntry(member)
+		if a.lease == 0 {
+			// AtMostOnce: first is the lane. A message that does not decode
+			// has nowhere to go (no dead letters).
+			lane, lerr := strconv.Atoi(first)
+			if derr == nil && lerr != nil {
+				derr = lerr
+			}
+			if derr != nil {
+				r.dropped = append(r.dropped, fmt.Errorf("prioq: receive from %q: dropped entry of lane %s: %w", s.name, first, derr))
+				continue
+			}
+			m := newMessage(e, s)
+			m.Attempts = 0
+			m.raw, m.lane = member, lane
+			r.msgs = append(r.msgs, m)
+			continue
+		}
 		if derr != nil {
 			// Corrupt entries were leased like any other, so this is safe to
 			// report and move aside without losing anything else.
-			s.bury(ctx, token, derr)
+			s.bury(ctx, first, derr)
 			continue
 		}
 		m := newMessage(e, s)
 		m.Attempts++ // the stored count is of the deliveries before this one
-		m.token, m.deadline, m.raw = token, deadline, member
-		msgs = append(msgs, m)
+		m.token, m.deadline, m.raw = first, deadline, member
+		r.msgs = append(r.msgs, m)
 	}
-	return msgs, false, nil
+	return r, nil
 }
 
 // brokenLogEvery is how often at most a queue logs the lane keys of the wrong

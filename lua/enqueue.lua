@@ -61,7 +61,8 @@ if callers then
 end
 if delayed then need_delayed(KEYS[3], KEYS[4], KEYS[5]) end
 if seqs > 0 then need_seq(KEYS[2], seqs) end
-if arm and ready then need(KEYS[6], 'zset') end
+if arm then need(KEYS[6], 'zset') end
+local wake = arm and KEYS[6] or nil
 
 -- Write. One INCRBY reserves the batch's sequence numbers, in batch order.
 local seq = 0
@@ -85,7 +86,7 @@ for i = 0, n - 1 do
     out[#out + 1] = 1
     stored = stored + 1
     if due then
-      earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest)
+      earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, wake)
     elseif kind == KIND_LEVELS then
       add(ki, '', env)
     else

@@ -83,11 +83,12 @@ end
 
 if delay <= 0 then return requeue() end
 need_delayed(KEYS[3], KEYS[4], KEYS[7])
+need(KEYS[6], 'zset')
 -- The store is keyed by id: a record there under this id belongs to another
 -- live message (one enqueued by an earlier version could share the id), and
 -- scheduling would overwrite it. Retry at once instead.
 if redis.call('HEXISTS', KEYS[4], id) == 1 then return requeue() end
 need_seq(KEYS[8], 1)
 finish()
-schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env)
+schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env, nil, KEYS[6])
 return 1

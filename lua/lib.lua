@@ -199,10 +199,12 @@ end
 -- schedule stores a delayed message (its member in the delayed set, its
 -- record "lane|score|" seq‖envelope in dstore) and wakes a promoter when it
 -- comes due before the set's head did: the promoters sleep until the head's
--- due time. The sched marker is a list of length ≤ 1, so it stays bounded.
+-- due time. The sched marker is a list of length ≤ 1, so it stays bounded;
+-- given the wake-up set (wake), the DUE member goes there too, for the
+-- consumers of a queue of several shards, which wait on that set alone.
 -- earliest is the head's due time as last seen (nil: read it here); schedule
 -- returns it as it is now, for the next message of a batch.
-local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest)
+local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest, wake)
   if earliest == nil then
     local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
     earliest = head[2] and tonumber(head[2]) or math.huge
@@ -212,6 +214,7 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
   if due < earliest then
     earliest = due
     if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, SCHED) end
+    if wake then redis.call('ZADD', wake, 0, DUE) end
   end
   return earliest
 end

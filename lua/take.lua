@@ -10,12 +10,23 @@
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)
 -- ARGV[3]   KIND_LEVELS or KIND_RANGE
 -- ARGV[4]   lease token suffix, random per call
+-- ARGV[5]   YES: end the reply with REPLY_TOP and the priority of the best
+--           message left in these lanes ('' when none): a consumer of a queue
+--           of several shards picks its next shard by it
+-- ARGV[6]   pop from the first this many lanes only (0: all): a consumer of
+--           a queue of several shards takes nothing below the best priority
+--           another shard holds
+-- ARGV[7]   that priority ('' for none): segments (Range) hold several
+--           priorities, so what a pop took below it goes back (same member,
+--           same score: its place is kept)
 -- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused, else
 --          {token1, member1, token2, member2, ...}, each member as it was in
 --          its lane: its attempts field counts the deliveries before this
---          one (the sweep and fail.lua count a delivery when it ends). When
---          it passed by lane keys of the wrong type, the reply ends with the
---          pair REPLY_BROKEN, "key key ..." (Go logs it).
+--          one (the sweep and fail.lua count a delivery when it ends). With a
+--          lease of 0 (AtMostOnce, a queue of several shards) nothing is
+--          leased and the pairs are {lane, member}. When it passed by lane
+--          keys of the wrong type, the reply ends with the pair REPLY_BROKEN,
+--          "key key ..." (Go logs it); then REPLY_TOP, as ARGV[5] asks.
 --
 -- Atomic: the pop and the lease happen together, so a consumer that dies or a
 -- reply lost on the way leaves a lease that expires and redelivers; nothing is
@@ -40,13 +51,37 @@
 -- error, so it still changes nothing when it fails. A lane key of the wrong
 -- type fails the pop before it pops anything; the take then asks each lane's
 -- type and pops from the others, so one broken lane does not stop the rest.
-local lease, count, kind, suffix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local lease, count, kind, suffix, wantTop = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5] == YES
+local popLanes = tonumber(ARGV[6] or 0)
+local floor = tonumber(ARGV[7] or '')
 -- Checked before the pop: past it, a nil here would lose what was popped.
-assert(lease and count and kind and suffix, 'take: bad arguments')
+assert(lease and count and kind and suffix and popLanes, 'take: bad arguments')
 local FIRST = 5 -- KEYS index of the first lane
--- The lanes to pop from: nil for every lane in KEYS (the normal case, no
--- table built), else those whose key is not of the wrong type.
-local lanes
+local popLast = #KEYS -- KEYS index of the last lane a pop may take from
+if popLanes > 0 then popLast = math.min(#KEYS, FIRST - 1 + popLanes) end
+-- The lanes to pop from and look at: nil for every lane in KEYS (the
+-- normal case, no table built), else those whose key is not of the wrong
+-- type; popN of them may be popped from.
+local lanes, popN
+
+-- scan_top sets top to the best priority in list[k..] (the first lane
+-- holding something, and for a segment its lowest score; nil when none) and
+-- reports whether there is one: a lane per command, so it costs more where
+-- lanes are sparse. Only with ARGV[5].
+local top
+local function scan_top(list, k)
+  top = nil
+  for j = k, #list do
+    if kind == KIND_LEVELS then
+      if redis.call('EXISTS', list[j]) == 1 then top = tonumber(string.match(list[j], '(%d+)$')) end
+    else
+      local head = redis.call('ZRANGE', list[j], 0, 0, 'WITHSCORES')
+      if head[2] then top = -tonumber(head[2]) end
+    end
+    if top then return true end
+  end
+  return false
+end
 
 -- The paused key goes first in the multi-key pop: while paused it is the first
 -- non-empty key, so the pop returns its sentinel (put back below) and no lane
@@ -56,15 +91,15 @@ local function pop(call, paused, want)
   -- was a measurable part of a take.
   local args
   if lanes then
-    args = {#lanes, unpack(lanes)}
+    args = {popN, unpack(lanes, 1, popN)}
     if paused then
       table.insert(args, 2, KEYS[1])
-      args[1] = #lanes + 1
+      args[1] = popN + 1
     end
   elseif paused then
-    args = {#KEYS - FIRST + 2, KEYS[1], unpack(KEYS, FIRST)}
+    args = {popLast - FIRST + 2, KEYS[1], unpack(KEYS, FIRST, popLast)}
   else
-    args = {#KEYS - FIRST + 1, unpack(KEYS, FIRST)}
+    args = {popLast - FIRST + 1, unpack(KEYS, FIRST, popLast)}
   end
   local m = #args
   args[m + 2] = 'COUNT'
@@ -77,12 +112,17 @@ local function pop(call, paused, want)
   return call('ZMPOP', unpack(args))
 end
 
--- with_broken appends to a reply the lane keys of the wrong type passed by.
+-- with_broken appends to a reply the lane keys of the wrong type passed by,
+-- and the best priority left when asked (top: nil for none).
 local broken = {}
-local function with_broken(reply)
+local function with_broken(reply, top)
   if #broken > 0 then
     reply[#reply + 1] = REPLY_BROKEN
     reply[#reply + 1] = table.concat(broken, ' ')
+  end
+  if wantTop then
+    reply[#reply + 1] = REPLY_TOP
+    reply[#reply + 1] = top and tostring(top) or ''
   end
   return reply
 end
@@ -93,15 +133,24 @@ if type(res) == 'table' and res.err then
   -- The pop checks each key it reaches before it pops anything, so nothing
   -- was written: leave out the lanes of the wrong type and pop again (a
   -- paused key of the wrong type still fails it, writing nothing).
-  lanes = {}
+  lanes, popN = {}, 0
   local want = lane_type(kind)
   for k = FIRST, #KEYS do
     local t = redis.call('TYPE', KEYS[k]).ok
-    if t == 'none' or t == want then lanes[#lanes + 1] = KEYS[k] else broken[#broken + 1] = KEYS[k] end
+    if t == 'none' or t == want then
+      lanes[#lanes + 1] = KEYS[k]
+      if k <= popLast then popN = popN + 1 end
+    else
+      broken[#broken + 1] = KEYS[k]
+    end
   end
-  if #lanes > 0 then res = pop(redis.call, true, count) else res = nil end
+  if popN > 0 then res = pop(redis.call, true, count) else res = nil end
 end
-if not res then return with_broken({}) end
+if not res then
+  -- Nothing to pop: with ARGV[5], say what lies below the lanes popped from.
+  if wantTop then scan_top(lanes or KEYS, lanes and 1 or FIRST) end
+  return with_broken({}, top)
+end
 if res[1] == KEYS[1] then
   if kind == KIND_LEVELS then redis.call('RPUSH', KEYS[1], PAUSE) else redis.call('ZADD', KEYS[1], 0, PAUSE) end
   return {REPLY_PAUSED}
@@ -147,12 +196,14 @@ end
 -- after it can hold work, and one EXISTS over them asks it. With many lanes
 -- after key, the popped lane is asked alone first: under load it still has
 -- work, and that costs the same with 2 lanes or 64.
+-- With ARGV[5], it finds the best priority left instead (scan_top).
 local function remains(key, emptied)
   local list, k = KEYS, FIRST
   if lanes then list, k = lanes, 1 end
   while list[k] ~= key do k = k + 1 end
   if emptied then k = k + 1 end
   if k > #list then return false end
+  if wantTop then return scan_top(list, k) end
   if not emptied and #list - k >= MANY_LANES then
     if redis.call('EXISTS', key) == 1 then return true end
     k = k + 1
@@ -168,6 +219,43 @@ while more and got < count do
   pops[#pops + 1] = res
   more = remains(res[1], #res[2] < count - got)
   got = got + #res[2]
+end
+
+-- Below the floor (Range): back to the segment; the first one back is then
+-- the segment's best, and the best left in the shard.
+if floor and kind == KIND_RANGE then
+  for _, p in ipairs(pops) do
+    local keep, back = {}, {}
+    for _, item in ipairs(p[2]) do
+      if -tonumber(item[2]) < floor then
+        back[#back + 1] = item[2]
+        back[#back + 1] = item[1]
+      else
+        keep[#keep + 1] = item
+      end
+    end
+    if #back > 0 then
+      chunked('ZADD', p[1], back)
+      p[2] = keep
+      local best = -tonumber(back[1])
+      if not top or best > top then top = best end
+      more = true
+    end
+  end
+end
+
+-- Without a lease (AtMostOnce): the messages left their lanes with the pop;
+-- wake another consumer while work remains, and say each one's lane.
+if lease == 0 then
+  for _, p in ipairs(pops) do
+    local lane = string.match(p[1], '(%d+)$')
+    for _, item in ipairs(p[2]) do
+      out[#out + 1] = lane
+      if kind == KIND_LEVELS then out[#out + 1] = item else out[#out + 1] = item[1] end
+    end
+  end
+  if more then redis.pcall('ZADD', KEYS[4], 0, WAKE) end
+  return with_broken(out, top)
 end
 
 -- The lane index is the number that ends the popped key's name (keys.go:
@@ -212,4 +300,4 @@ if more then
   local ok = redis.pcall('ZADD', KEYS[4], 0, WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
-return with_broken(out)
+return with_broken(out, top)

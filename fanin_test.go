@@ -1,0 +1,307 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// A queue of several shards on one Redis: every shard is a hash tag of its
+// own, so the same code runs on a cluster (integration/ covers that).
+
+// shardCounts is how many messages (ready, delayed, in flight, dead) each
+// shard holds.
+func shardCounts(t *testing.T, q *Queue) []int64 {
+	t.Helper()
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	require.Len(t, st.Shards, len(q.shards))
+	out := make([]int64, len(st.Shards))
+	for i, s := range st.Shards {
+		out[i] = s.Ready + s.Delayed + s.InFlight + s.Dead
+	}
+	return out
+}
+
+// Every queue operation works on the whole queue, and each message stays in
+// its shard: generated ids say theirs, caller ids and ordering keys hash.
+func TestShardedQueueOperations(t *testing.T) {
+	c := newClient(t)
+	for _, l := range someLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout, Shards: 4})
+			rng := newRand(t)
+			prio := priorityGen(rng, l.layout)
+			var ids []string
+			for i := range 200 {
+				var opts []Option
+				switch i % 4 {
+				case 1:
+					opts = append(opts, ID(fmt.Sprintf("job-%d", i)))
+				case 2:
+					opts = append(opts, OrderingKey(fmt.Sprintf("tenant-%d", i%7)))
+				}
+				id, err := q.Enqueue(ctx, []byte("m"), append(opts, Priority(prio()))...)
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+			for _, n := range shardCounts(t, q) {
+				assert.Greater(t, n, int64(20), "every shard gets a share")
+			}
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(200), st.Ready)
+			var sum int64
+			for _, n := range st.Lanes {
+				sum += n
+			}
+			assert.Equal(t, int64(200), sum)
+
+			peek, err := q.Peek(ctx, 200)
+			require.NoError(t, err)
+			require.Len(t, peek, 200)
+			for i := 1; i < len(peek); i++ {
+				require.GreaterOrEqual(t, peek[i-1].Priority, peek[i].Priority, "Peek merges the shards in priority order")
+			}
+
+			// Cancel finds a generated id, a caller id and one placed by an ordering key.
+			for _, id := range []string{ids[0], ids[1], ids[2]} {
+				require.NoError(t, q.Cancel(ctx, id), id)
+				assert.ErrorIs(t, q.Cancel(ctx, id), ErrNotFound, id)
+			}
+			_, err = q.Enqueue(ctx, []byte("again"), ID("job-5"))
+			assert.ErrorIs(t, err, ErrDuplicate, "caller ids are idempotent queue-wide")
+			_, err = q.Enqueue(ctx, []byte("again"), ID("job-1"))
+			assert.NoError(t, err, "a cancelled caller id is free")
+
+			// Dead letters across shards: listed, paged, requeued by id, purged.
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			msgs, err := cons.ReceiveBatch(ctx, 12)
+			require.NoError(t, err)
+			require.Len(t, msgs, 12)
+			for _, m := range msgs {
+				require.NoError(t, m.fail(ctx, 0, "dead", failDead))
+			}
+			dead, err := q.DeadLetters(ctx, 0, 100)
+			require.NoError(t, err)
+			require.Len(t, dead, 12)
+			page, err := q.DeadLetters(ctx, 5, 4)
+			require.NoError(t, err)
+			assert.Equal(t, dead[5:9], page)
+			require.NoError(t, q.RequeueDead(ctx, msgs[0].ID))
+			n, err := q.PurgeDead(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(11), n)
+
+			require.NoError(t, q.Pause(ctx))
+			st, err = q.Stats(ctx)
+			require.NoError(t, err)
+			assert.True(t, st.Paused)
+			require.NoError(t, q.Resume(ctx))
+			n, err = q.Purge(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(200-3+1-12+1), n, "every waiting message of every shard")
+		})
+	}
+}
+
+// One consumer draining a preloaded queue of several shards gets its
+// messages in strict priority order: 0 inversions, in batches too.
+func TestShardedSingleConsumerStrictOrder(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		for _, l := range someLayouts {
+			for _, batch := range []int{1, 7} {
+				t.Run(fmt.Sprintf("%s/%s/batch%d", m.name, l.name, batch), func(t *testing.T) {
+					ctx := ctxT(t, 30*time.Second)
+					q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode, Shards: 5})
+					prio := priorityGen(newRand(t), l.layout)
+					items := make([]EnqueueItem, 600)
+					for i := range items {
+						items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{Priority(prio())}}
+					}
+					_, err := q.EnqueueBatch(ctx, items)
+					require.NoError(t, err)
+					cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+					last, got := int64(1<<62), 0
+					for got < len(items) {
+						msgs, err := cons.ReceiveBatch(ctx, batch)
+						require.NoError(t, err)
+						for _, msg := range msgs {
+							require.LessOrEqual(t, msg.Priority, last, "delivery %d: an inversion", got)
+							last = msg.Priority
+							got++
+						}
+						if m.mode == AtLeastOnce {
+							for _, err := range AckBatch(ctx, msgs...) {
+								require.NoError(t, err)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// An idle consumer of several shards picks up a message at once, whatever
+// shard it lands on, and holds one blocking connection per shard (its
+// promoters do not block: the shard's wait wakes them).
+func TestShardedIdlePickupAndConnections(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := ctxT(t, 30*time.Second)
+			cl := ownPool(t, ownServer(t), 16)
+			q := openQueue(t, cl, Config{Mode: m.mode, Shards: 4})
+			cons := newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second})
+			require.Eventually(t, func() bool { return infoInt(t, cl, "clients", "blocked_clients") == 4 },
+				5*time.Second, 10*time.Millisecond, "one blocking wait per shard")
+			time.Sleep(100 * time.Millisecond)
+			assert.Equal(t, 4, infoInt(t, cl, "clients", "blocked_clients"), "and no more")
+			for key := range 12 { // ordering keys land on every shard
+				got := make(chan *Message, 1)
+				go func() {
+					msg, _ := cons.Receive(ctx)
+					got <- msg
+				}()
+				time.Sleep(20 * time.Millisecond)
+				start := time.Now()
+				id, err := q.Enqueue(ctx, []byte("x"), OrderingKey(fmt.Sprint(key)))
+				require.NoError(t, err)
+				msg := <-got
+				require.True(t, msg != nil)
+				assert.Equal(t, id, msg.ID)
+				assert.Less(t, time.Since(start), 500*time.Millisecond, "picked up at once (shard %d)", q.shardOf(id))
+				if m.mode == AtLeastOnce {
+					require.NoError(t, msg.Ack(ctx))
+				}
+			}
+		})
+	}
+}
+
+// Delays, retries, expired leases and dead letters stay in their shard, and
+// a promoter of every shard runs.
+func TestShardedDelaysRetriesAndLeases(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	q := openQueue(t, newClient(t), Config{Shards: 3, Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	var want []string
+	for i := range 9 {
+		id, err := q.Enqueue(ctx, []byte("later"), Delay(time.Duration(100+20*i)*time.Millisecond))
+		require.NoError(t, err)
+		want = append(want, id)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{Lease: 200 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+	seen := map[string]int{}
+	for len(seen) < len(want) || seen[want[0]] < 3 {
+		msg, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		seen[msg.ID]++
+		shard := q.shardOf(msg.ID)
+		assert.Equal(t, msg.s, q.shards[shard], "delivered from its shard")
+		switch {
+		case msg.ID == want[0] && seen[msg.ID] == 1:
+			require.NoError(t, msg.Retry(ctx, 0, "again")) // a retry, delayed by the backoff
+		case msg.ID == want[0] && seen[msg.ID] == 2:
+			// lease left to expire: the sweep redelivers it
+		default:
+			require.NoError(t, msg.Ack(ctx))
+		}
+	}
+	assert.Equal(t, 3, seen[want[0]])
+	counts := shardCounts(t, q)
+	assert.Equal(t, []int64{0, 0, 0}, counts)
+}
+
+// Several consumers of a queue of several shards: each message is handled
+// exactly once.
+func TestShardedConsumersExactlyOnce(t *testing.T) {
+	c := newClient(t)
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			const total = 3000
+			ctx := ctxT(t, time.Minute)
+			q := openQueue(t, c, Config{Mode: m.mode, Shards: 4, Layout: Levels(5)})
+			var mu sync.Mutex
+			seen := map[string]int{}
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 3 {
+				cons := newConsumer(t, q, ConsumerConfig{Concurrency: 8})
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = cons.Run(ctx, func(_ context.Context, msg *Message) error {
+						mu.Lock()
+						defer mu.Unlock()
+						seen[msg.ID]++
+						if len(seen) == total {
+							select {
+							case <-done:
+							default:
+								close(done)
+							}
+						}
+						return nil
+					})
+				}()
+			}
+			prio := priorityGen(newRand(t), q.cfg.Layout)
+			for i := 0; i < total; i += 100 {
+				items := make([]EnqueueItem, 100)
+				for j := range items {
+					items[j] = EnqueueItem{Payload: []byte("x"), Options: []Option{Priority(prio())}}
+				}
+				_, err := q.EnqueueBatch(ctx, items)
+				require.NoError(t, err)
+			}
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatalf("handled %d of %d", len(seen), total)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for id, n := range seen {
+				require.Equal(t, 1, n, id)
+			}
+		})
+	}
+}
+
+// The shard count is stored: opening with another is a mismatch, OpenExisting
+// reads it; a queue of one shard stores no count (and format 2), as before.
+func TestShardsAreStored(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Shards: 4})
+	_, err := Open(ctx, c, q.Name(), Config{Shards: 2})
+	assert.ErrorIs(t, err, ErrConfigMismatch)
+	_, err = Open(ctx, c, q.Name(), Config{})
+	assert.ErrorIs(t, err, ErrConfigMismatch)
+	again, err := OpenExisting(ctx, c, q.Name(), Config{})
+	require.NoError(t, err)
+	assert.Equal(t, 4, len(again.shards))
+	var meta map[string]string
+	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(q).k.meta)))
+	assert.Equal(t, map[string]string{"layout": "levels:3", "mode": "at-least-once", "format": "3", "shards": "4"}, meta)
+
+	one := openQueue(t, c, Config{})
+	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(one).k.meta)))
+	assert.Equal(t, map[string]string{"layout": "levels:3", "mode": "at-least-once", "format": "2"}, meta)
+	_, err = Open(ctx, c, one.Name(), Config{Shards: 3})
+	assert.ErrorIs(t, err, ErrConfigMismatch)
+
+	_, err = Open(ctx, c, queueName(t), Config{Shards: MaxShards + 1})
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	_, err = q.NewConsumer(ConsumerConfig{Weights: []int{1, 1, 1}})
+	assert.ErrorIs(t, err, ErrInvalidOption, "Weights need one shard")
+}

@@ -1,0 +1,22 @@
+-- top.lua: the best priority among a shard's ready messages, for a consumer
+-- of a queue of several shards that must choose the shard to take from.
+--
+-- (keys.go describes every key.)
+-- KEYS[1]   prioq:{Q}:paused    LIST/ZSET
+-- KEYS[2..] lane keys, highest lane first
+-- ARGV[1]   1 = lanes are lists, 2 = sorted sets
+-- Returns: '' when the shard is paused or nothing is ready, else the best
+-- priority: the lane of the first non-empty list, or for a segment the
+-- priority of its lowest score. Reads only; a lane of the wrong type is
+-- passed by (takes pass it by too).
+local kind = tonumber(ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 1 then return '' end
+for i = 2, #KEYS do
+  if kind == KIND_LEVELS then
+    if redis.call('TYPE', KEYS[i]).ok == 'list' then return string.match(KEYS[i], '(%d+)$') end
+  else
+    local head = redis.pcall('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+    if not head.err and head[2] then return tostring(-tonumber(head[2])) end
+  end
+end
+return ''
