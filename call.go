@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -47,9 +48,69 @@ const abandonGrace = 250 * time.Millisecond
 // still be written by the client, so the caller must not read them.
 var errAbandoned = errors.New("redis call abandoned at its deadline")
 
-// do runs a on q's client with ctx, adding CallTimeout when ctx has no deadline.
+// do runs a on the shard's client with ctx, adding CallTimeout when ctx has
+// no deadline. A single command or a script refused because its slot is
+// moving between cluster nodes (TRYAGAIN, or a cluster briefly down; radix
+// itself follows MOVED and ASK for these) did not run, and is sent again
+// after a short wait until the deadline: a resharding is routine work that
+// callers should not see. Pipelines and WithConn are their callers' to
+// retry (see retryRedirects): their commands are judged one by one.
 func (s *shard) do(ctx context.Context, a radix.Action) error {
-	return doBounded(ctx, s.c, s.cfg.CallTimeout, a)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	if _, pipe := a.(*radix.Pipeline); pipe || !a.Properties().CanRetry {
+		return doBounded(ctx, s.c, s.cfg.CallTimeout, a)
+	}
+	// An error reply leaves the action unused (radix pools it only after a
+	// reply it decoded), so it can go again.
+	return retryRedirects(ctx, func(ctx context.Context) error { return doBounded(ctx, s.c, s.cfg.CallTimeout, a) })
+}
+
+// isRedirect reports whether err is a cluster node's refusal to run a
+// command here and now: MOVED or ASK (its slot is elsewhere, or moving),
+// TRYAGAIN (a multi-key command while its slot moves), CLUSTERDOWN.
+func isRedirect(err error) bool {
+	var se resp3.SimpleError
+	if !errors.As(err, &se) {
+		return false
+	}
+	msg := se.Error()
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// doPipeline runs the pipeline build makes, again (a new one) while a
+// redirect refuses any of its commands, within ctx's deadline (CallTimeout
+// when it has none): for pipelines that read, or whose writes are the same
+// done twice. build resets the receivers it writes into.
+func (s *shard) doPipeline(ctx context.Context, build func() *radix.Pipeline) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	return retryRedirects(ctx, func(ctx context.Context) error { return s.do(ctx, build()) })
+}
+
+// retryRedirects runs call again while it fails with a redirect, waiting 5 ms
+// and then twice as long each time (at most 100 ms), until ctx ends; call
+// builds its actions afresh each time. It returns call's last error.
+func retryRedirects(ctx context.Context, call func(context.Context) error) error {
+	wait := 5 * time.Millisecond
+	for {
+		err := call(ctx)
+		if !isRedirect(err) || !sleepCtx(ctx, wait) {
+			return err
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // doBounded runs a on c and returns when it returns or, at the latest,
@@ -102,18 +163,32 @@ func (s *shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl err
 	if want <= 0 {
 		return s.do(ctx, a), nil
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
 	var got int
 	var aErr error
 	wrote := false
-	err = s.do(ctx, radix.WithConn(s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
-		if aErr = conn.Do(ctx, a); aErr != nil && !isReply(aErr) {
-			return aErr
-		}
-		wrote = true
-		// Rounded up: "WAIT n 0" would wait forever (Open refuses a
-		// WaitTimeout under MinDuration anyway).
-		return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(leaseMs(s.cfg.WaitTimeout))))
-	}))
+	_, pipe := a.(*radix.Pipeline)
+	call := func(ctx context.Context) error {
+		return s.do(ctx, radix.WithConn(s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
+			aErr = conn.Do(ctx, a)
+			if aErr != nil && (!isReply(aErr) || !pipe && isRedirect(aErr)) {
+				return aErr // nothing written: no WAIT
+			}
+			wrote = true
+			// Rounded up: "WAIT n 0" would wait forever (Open refuses a
+			// WaitTimeout under MinDuration anyway).
+			return conn.Do(ctx, radix.Cmd(&got, "WAIT", strconv.Itoa(want), fmtInt(leaseMs(s.cfg.WaitTimeout))))
+		}))
+	}
+	if pipe {
+		err = call(ctx) // its callers redo what a redirect refused
+	} else {
+		err = retryRedirects(ctx, call) // a script or command refused did not run
+	}
 	switch {
 	case errors.Is(err, errAbandoned):
 		return err, nil

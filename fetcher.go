@@ -315,12 +315,16 @@ func (f *fetcher) findBroken() error {
 	if q.isRange() {
 		want = "zset"
 	}
-	types := make([]string, len(lanes))
-	p := radix.NewPipeline()
-	for i, k := range lanes {
-		p.Append(radix.Cmd(&types[i], "TYPE", k))
-	}
-	if err := q.do(ctx, p); err != nil {
+	var types []string
+	err := q.doPipeline(ctx, func() *radix.Pipeline {
+		types = make([]string, len(lanes))
+		p := radix.NewPipeline()
+		for i, k := range lanes {
+			p.Append(radix.Cmd(&types[i], "TYPE", k))
+		}
+		return p
+	})
+	if err != nil {
 		return err
 	}
 	broken := make(map[string]bool)
@@ -470,26 +474,40 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 	}
 	// Each command is judged alone: one into a lane key of the wrong type
 	// fails, and its message, having nowhere else to go (AtMostOnce has no
-	// dead letters), is lost: reported, and its caller id released.
-	pushed := make([]int64, len(held)) // a command's reply; -1 until it arrives
-	p := radix.NewPipeline()
-	for i := len(held) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
-		m := held[i]
-		pushed[i] = -1
-		if q.isRange() {
-			p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
-		} else {
-			p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
-		}
-	}
-	err := q.do(ctx, p)
-	if err != nil && !isReply(err) {
-		return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(held), err)
-	}
+	// dead letters), is lost: reported, and its caller id released. One a
+	// cluster node refused because the slot is moving goes again after a
+	// wait (a lane's messages fail or pass together, so they keep their
+	// order).
 	var lost []*Message
-	for i, m := range held {
-		if pushed[i] < 0 {
-			lost = append(lost, m)
+	var err error
+	wait := 5 * time.Millisecond
+	for pending := held; len(pending) > 0; {
+		pushed := make([]int64, len(pending)) // a command's reply; -1 until it arrives
+		p := radix.NewPipeline()
+		for i := len(pending) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
+			m := pending[i]
+			pushed[i] = -1
+			if q.isRange() {
+				p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
+			} else {
+				p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
+			}
+		}
+		err = q.do(ctx, p)
+		if err != nil && !isReply(err) {
+			return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(pending), err)
+		}
+		var failed []*Message
+		for i, m := range pending {
+			if pushed[i] < 0 {
+				failed = append(failed, m)
+			}
+		}
+		pending = nil
+		if isRedirect(err) && sleepCtx(ctx, wait) {
+			pending, wait = failed, min(2*wait, 100*time.Millisecond)
+		} else {
+			lost = failed
 		}
 	}
 	if len(lost) == 0 {

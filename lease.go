@@ -190,36 +190,22 @@ func (m *Message) ackReq() ackReq { return ackReq{token: m.token, id: m.ID, call
 // answer first, so batches holding one go through ack.lua (Ack merges them
 // apart from the others: see shard.idAcks).
 func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
-	removed := make([]int, len(reqs))
-	callers := slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller })
-	var act radix.Action
-	if callers {
-		args := make([]string, 0, 2*len(reqs))
-		for _, r := range reqs {
-			id := ""
-			if r.caller {
-				id = r.id
-			}
-			args = append(args, r.token, id)
-		}
-		// The script's reply replaces removed whole; it counts its acks itself.
-		act = ackScript.Cmd(&removed, []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts}, args...)
-	} else {
-		p := radix.NewPipeline()
-		for i, r := range reqs {
-			removed[i] = -1 // no reply yet
-			p.Append(radix.Cmd(&removed[i], "ZREM", s.k.leases, r.token))
-			p.Append(radix.Cmd(nil, "HDEL", s.k.inflight, r.token))
-		}
-		// The total for rates (Stats.Acked): a pipeline cannot make it depend
-		// on the ZREMs, so an ack that lost its lease counts too (rare: rates,
-		// not accounts).
-		p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countAcked, strconv.Itoa(len(reqs))))
-		act = p
+	if !slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller }) {
+		return s.ackPipelined(ctx, reqs)
 	}
-	werr, notRepl := s.writeWait(ctx, act)
+	removed := make([]int, len(reqs))
+	args := make([]string, 0, 2*len(reqs))
+	for _, r := range reqs {
+		id := ""
+		if r.caller {
+			id = r.id
+		}
+		args = append(args, r.token, id)
+	}
+	// The script's reply replaces removed whole; it counts its acks itself.
+	werr, notRepl := s.writeWait(ctx, ackScript.Cmd(&removed, []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts}, args...))
 	errs := make([]error, len(reqs))
-	if werr != nil && (!isReply(werr) || callers) {
+	if werr != nil {
 		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", s.name, werr))
 	}
 	if len(removed) != len(reqs) {
@@ -227,13 +213,88 @@ func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
 	}
 	for i, r := range reqs {
 		switch {
-		case removed[i] < 0: // its ZREM failed (a wrong-typed leases key)
-			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, werr)
 		case removed[i] == 0:
 			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, ErrLeaseLost)
 		case notRepl != nil:
 			errs[i] = fmt.Errorf("prioq: ack %q: %w", r.id, notRepl)
 		}
+	}
+	return errs
+}
+
+// ackPipelined is ack of generated ids: ZREM + HDEL per message, pipelined.
+// A command a cluster node refused because the shard's slot is moving did not
+// run, and goes again after a wait (until ctx ends): a ZREM with its HDEL, or
+// the HDEL alone of an ack that won.
+func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	type job struct {
+		i    int
+		zrem bool // the fence and the record; else the record alone
+	}
+	jobs := make([]job, len(reqs))
+	for i := range jobs {
+		jobs[i] = job{i: i, zrem: true}
+	}
+	errs := make([]error, len(reqs))
+	wait := 5 * time.Millisecond
+	for round := 0; len(jobs) > 0; round++ {
+		removed, hdel := make([]int, len(jobs)), make([]int, len(jobs)) // -1: no reply yet
+		p := radix.NewPipeline()
+		for j, jb := range jobs {
+			removed[j], hdel[j] = -1, -1
+			if jb.zrem {
+				p.Append(radix.Cmd(&removed[j], "ZREM", s.k.leases, reqs[jb.i].token))
+			}
+			p.Append(radix.Cmd(&hdel[j], "HDEL", s.k.inflight, reqs[jb.i].token))
+		}
+		if round == 0 {
+			// The total for rates (Stats.Acked): a pipeline cannot make it
+			// depend on the ZREMs, so an ack that lost its lease counts too
+			// (rare: rates, not accounts).
+			p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countAcked, strconv.Itoa(len(reqs))))
+		}
+		werr, notRepl := s.writeWait(ctx, p)
+		if werr != nil && !isReply(werr) {
+			for _, jb := range jobs {
+				if jb.zrem {
+					errs[jb.i] = fmt.Errorf("prioq: ack in %q: %w", s.name, werr)
+				}
+			}
+			return errs
+		}
+		redirected := isRedirect(werr)
+		var redo []job
+		for j, jb := range jobs {
+			id := reqs[jb.i].id
+			if jb.zrem {
+				switch {
+				case removed[j] < 0: // its ZREM failed: a redirect, or a wrong-typed leases key
+					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, werr)
+					if redirected {
+						redo = append(redo, jb)
+					}
+					continue
+				case removed[j] == 0:
+					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, ErrLeaseLost)
+				case notRepl != nil:
+					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, notRepl)
+				default:
+					errs[jb.i] = nil
+				}
+			}
+			if hdel[j] < 0 && redirected {
+				redo = append(redo, job{i: jb.i})
+			}
+		}
+		if len(redo) == 0 || !sleepCtx(ctx, wait) {
+			break
+		}
+		jobs, wait = redo, min(2*wait, 100*time.Millisecond)
 	}
 	return errs
 }

@@ -438,6 +438,33 @@ const (
 // wake-up lost that way (or with a connection cut in between) is re-armed by
 // the lease sweep.
 func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult {
+	out := make([]plainResult, len(ps))
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	// A lane's RPUSH refused by a cluster node (its slot moving: MOVED, ASK,
+	// TRYAGAIN) stored nothing: its messages go again, alone, after a wait.
+	pending := ps
+	idx := make([]int, len(ps)) // pending[j] is ps[idx[j]]
+	for i := range idx {
+		idx[i] = i
+	}
+	wait := 5 * time.Millisecond
+	for {
+		redo, redoIdx := s.sendPlainOnce(ctx, pending, idx, out)
+		if len(redo) == 0 || !sleepCtx(ctx, wait) {
+			return out
+		}
+		pending, idx, wait = redo, redoIdx, min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// sendPlainOnce is one pipeline of sendPlainMany. It writes the results of
+// ps (out[idx[j]] for ps[j]) and returns the messages whose RPUSH a
+// redirect refused, to send again.
+func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out []plainResult) (redo []prepared, redoIdx []int) {
 	byLane := make(map[int][]string, 4)
 	var order []int // lanes in first-use order
 	for _, m := range ps {
@@ -459,18 +486,21 @@ func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
 	}
 	err, notRepl := s.writeWait(ctx, p)
-	out := make([]plainResult, len(ps))
-	for i, m := range ps {
+	for j, m := range ps {
+		i := idx[j]
 		if err != nil && !(isReply(err) && *length[m.lane] > 0) {
+			if isRedirect(err) {
+				redo, redoIdx = append(redo, m), append(redoIdx, i)
+			}
 			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)
 			continue
 		}
 		// Stored: what another command of the pipeline did (a wake-up or a
 		// total refused, another caller's lane) is not this enqueue's error.
-		out[i].res.ID = m.id
+		out[i] = plainResult{res: EnqueueResult{ID: m.id}}
 		if notRepl != nil {
 			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, notRepl)
 		}
 	}
-	return out
+	return redo, redoIdx
 }

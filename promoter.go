@@ -126,13 +126,16 @@ func (p *promoter) rearm() {
 	q := p.s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	pl := radix.NewPipeline()
-	pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
-	pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
-	if p.woken != nil {
-		pl.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", dueMember))
-	}
-	if err := q.do(ctx, pl); err != nil {
+	err := q.doPipeline(ctx, func() *radix.Pipeline {
+		pl := radix.NewPipeline()
+		pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
+		pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
+		if p.woken != nil {
+			pl.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", dueMember))
+		}
+		return pl
+	})
+	if err != nil {
 		p.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.name, err))
 	}
 }

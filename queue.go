@@ -272,6 +272,20 @@ func checkOpen(c Client, name string, cfg Config) (Config, error) {
 	return cfg, cfg.validate()
 }
 
+// Shards is how many shards the queue has (Config.Shards).
+func (q *Queue) Shards() int { return len(q.shards) }
+
+// ShardSlots are the Redis Cluster hash slots of the queue's shards, shard 0
+// first: every key of a shard is in its slot, so the node serving a slot
+// (CLUSTER SLOTS) holds that shard, and moving the slot moves it whole.
+func (q *Queue) ShardSlots() []int {
+	out := make([]int, len(q.shards))
+	for i, s := range q.shards {
+		out[i] = int(radix.ClusterSlot([]byte(s.k.slotKey())))
+	}
+	return out
+}
+
 // Name is the queue's name.
 func (q *Queue) Name() string { return q.name }
 
@@ -351,28 +365,32 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 // stats is Stats of one shard.
 func (s *shard) stats(ctx context.Context) (Stats, error) {
 	n := len(s.k.lanes)
-	st := Stats{Lanes: make([]int64, n)}
-	heads := make([][][]byte, n) // first entry of each lane
+	var st Stats
+	var heads [][][]byte // first entry of each lane
 	var paused int64
-	p := radix.NewPipeline()
-	for i, key := range s.k.lanes {
-		if s.isRange() {
-			p.Append(radix.Cmd(&st.Lanes[i], "ZCARD", key))
-			p.Append(radix.Cmd(&heads[i], "ZRANGE", key, "0", "0"))
-		} else {
-			p.Append(radix.Cmd(&st.Lanes[i], "LLEN", key))
-			p.Append(radix.Cmd(&heads[i], "LRANGE", key, "0", "0"))
-		}
-	}
-	p.Append(radix.Cmd(&st.Delayed, "ZCARD", s.k.delayed))
-	p.Append(radix.Cmd(&st.InFlight, "ZCARD", s.k.leases))
-	p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
-	p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
-	var now []string // the server's TIME: seconds, microseconds
-	p.Append(radix.Cmd(&now, "TIME"))
+	var now []string    // the server's TIME: seconds, microseconds
 	var counts []string // missing fields read as ""
-	p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
-	if err := s.do(ctx, p); err != nil {
+	err := s.doPipeline(ctx, func() *radix.Pipeline {
+		st, heads, paused, now, counts = Stats{Lanes: make([]int64, n)}, make([][][]byte, n), 0, nil, nil
+		p := radix.NewPipeline()
+		for i, key := range s.k.lanes {
+			if s.isRange() {
+				p.Append(radix.Cmd(&st.Lanes[i], "ZCARD", key))
+				p.Append(radix.Cmd(&heads[i], "ZRANGE", key, "0", "0"))
+			} else {
+				p.Append(radix.Cmd(&st.Lanes[i], "LLEN", key))
+				p.Append(radix.Cmd(&heads[i], "LRANGE", key, "0", "0"))
+			}
+		}
+		p.Append(radix.Cmd(&st.Delayed, "ZCARD", s.k.delayed))
+		p.Append(radix.Cmd(&st.InFlight, "ZCARD", s.k.leases))
+		p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
+		p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
+		p.Append(radix.Cmd(&now, "TIME"))
+		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
+		return p
+	})
+	if err != nil {
 		return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
 	}
 	st.Paused = paused == 1
@@ -564,11 +582,15 @@ func (q *Queue) Resume(ctx context.Context) error {
 
 // resume is Resume of one shard.
 func (s *shard) resume(ctx context.Context) error {
-	deleted := int64(-1) // DEL's reply; -1 until it arrives
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(&deleted, "DEL", s.k.paused))
-	p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
-	if err := s.do(ctx, p); err != nil && !(isReply(err) && deleted >= 0) {
+	var deleted int64 // DEL's reply; -1 until it arrives
+	err := s.doPipeline(ctx, func() *radix.Pipeline {
+		deleted = -1
+		p := radix.NewPipeline()
+		p.Append(radix.Cmd(&deleted, "DEL", s.k.paused))
+		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
+		return p
+	})
+	if err != nil && !(isReply(err) && deleted >= 0) {
 		return fmt.Errorf("prioq: resume %q: %w", s.name, err)
 	}
 	return nil
