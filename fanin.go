@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 //
 // The consumer keeps, per shard, the best priority it believes the shard
 // holds (its hint): learned from each take's reply (take.lua says the best
-// priority left), from a probe (top.lua) when it knows nothing, and forgotten
-// when the shard's wait reports new work. A fetch takes from the shard of the
-// best hint, and only what is at least as good as the next best shard's
+// priority left), from a probe (top.lua) when it knows nothing, and raised
+// when the shard's wait reports new work: the wake-up's score is the best
+// priority made ready since (lua/lib.lua arm_wake), or unknown. A fetch takes
+// from the shard of the best hint, and only what is at least as good as the next best shard's
 // hint, so a single consumer draining a queue serves it in strict priority
 // order; with other consumers and producers at work, a hint can be stale
 // for as long as it takes a take or a wake-up to correct it (the inversion
@@ -30,29 +32,45 @@ const (
 )
 
 // fanin is the fetcher's state for a queue of several shards. Only the fetch
-// in progress (one at a time) reads and writes hint and rr; waiters mark
-// dirty.
+// in progress (one at a time) reads and writes hint and rr; waiters raise
+// raised.
 type fanin struct {
 	hint   []int64
-	dirty  []atomic.Bool
-	signal chan struct{} // a dirty mark was made (capacity 1)
-	rr     int           // where the last tie was broken
+	raised []atomic.Int64 // the best priority waiters saw made ready since (hintEmpty: none)
+	signal chan struct{}  // raised was (capacity 1)
+	rr     int            // where the last tie was broken
 }
 
 func newFanin(shards int) *fanin {
-	f := &fanin{hint: make([]int64, shards), dirty: make([]atomic.Bool, shards), signal: make(chan struct{}, 1)}
+	f := &fanin{hint: make([]int64, shards), raised: make([]atomic.Int64, shards), signal: make(chan struct{}, 1)}
 	for i := range f.hint {
 		f.hint[i] = hintUnknown
+		f.raised[i].Store(hintEmpty)
 	}
 	return f
 }
 
-// mark says shard i may hold new work.
-func (fi *fanin) mark(i int) {
-	fi.dirty[i].Store(true)
+// raise says shard i now holds work of priority p (hintUnknown: of some
+// priority).
+func (fi *fanin) raise(i int, p int64) {
+	for {
+		old := fi.raised[i].Load()
+		if old >= p || fi.raised[i].CompareAndSwap(old, p) {
+			break
+		}
+	}
 	select {
 	case fi.signal <- struct{}{}:
 	default:
+	}
+}
+
+// applyRaised folds what the waiters saw into the hints.
+func (fi *fanin) applyRaised() {
+	for i := range fi.raised {
+		if p := fi.raised[i].Swap(hintEmpty); p != hintEmpty {
+			fi.hint[i] = max(fi.hint[i], p)
+		}
 	}
 }
 
@@ -90,11 +108,7 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 	fi := f.fanin
 	var out []*Message
 	for len(out) < n {
-		for i := range fi.dirty {
-			if fi.dirty[i].Swap(false) {
-				fi.hint[i] = hintUnknown
-			}
-		}
+		fi.applyRaised()
 		if err := f.probeUnknown(); err != nil {
 			return out, err
 		}
@@ -216,6 +230,16 @@ func (s *shard) top(ctx context.Context) (int64, error) {
 	return p, nil
 }
 
+// wakePriority reads the wake-up's score: the opposite of the best priority
+// made ready, or -inf when that is not known.
+func wakePriority(score string) int64 {
+	f, err := strconv.ParseFloat(score, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) > MaxRangePriority {
+		return hintUnknown
+	}
+	return -int64(f)
+}
+
 // waiter is a consumer's one blocking wait on a shard of a queue of several
 // shards: BZPOPMIN on its wake-up set, whose member says what happened: work
 // became ready (the fetcher's hint of the shard is forgotten) or an earlier
@@ -233,10 +257,22 @@ type waiter struct {
 	report func(error)
 }
 
+// waiterGap is the least time between two wake-ups a waiter reports: under
+// load every enqueue re-arms the wake-up, and a pop (and a new BZPOPMIN) for
+// each would cost a round trip per message. Meanwhile the wake-up's score
+// keeps the best priority made ready, so nothing is missed, only learnt up to
+// waiterGap later (the inversion rate counts what waits 10 ms).
+const waiterGap = 2 * time.Millisecond
+
 func (w *waiter) run(ctx context.Context) {
 	s := w.s
 	timeout := fmtSeconds(w.cfg.BlockTimeout)
+	var last time.Time
 	for ctx.Err() == nil {
+		if gap := waiterGap - time.Since(last); gap > 0 && !sleepCtx(ctx, gap) {
+			return
+		}
+		last = time.Now()
 		var got []string // key, member, score; a fresh receiver per call
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+blockMargin)
 		err := s.do(wctx, radix.Cmd(&got, "BZPOPMIN", s.k.wake, timeout))
@@ -247,15 +283,15 @@ func (w *waiter) run(ctx context.Context) {
 			// instant would be lost, so put one back (the promoter puts its
 			// own back as it stops).
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = s.do(rctx, radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
+			_ = s.do(rctx, radix.Cmd(nil, "ZADD", s.k.wake, "LT", "-inf", wakeMember))
 			cancel()
 			return
 		case err != nil:
 			w.report(fmt.Errorf("prioq: wait on %q: %w", s.name, err))
 			sleepCtx(ctx, w.cfg.RetryInterval)
-		case len(got) < 2:
+		case len(got) < 3:
 			if s.cfg.Mode == AtMostOnce {
-				w.fanin.mark(w.i)
+				w.fanin.raise(w.i, hintUnknown)
 			}
 		case got[1] == dueMember:
 			if w.due != nil {
@@ -265,7 +301,7 @@ func (w *waiter) run(ctx context.Context) {
 				}
 			}
 		default:
-			w.fanin.mark(w.i)
+			w.fanin.raise(w.i, wakePriority(got[2]))
 		}
 	}
 }

@@ -193,7 +193,10 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	case p.caller:
 		p.shard = q.hashShard(p.id)
 	default:
-		p.shard = int(q.next.Add(1) % uint32(len(q.shards)))
+		// In turn, a run of spreadRun messages to each shard: concurrent
+		// enqueues then mostly meet in one shard's merged call (see
+		// coalescer) instead of each making a round trip of its own.
+		p.shard = int(q.next.Add(1) / spreadRun % uint32(len(q.shards)))
 	}
 	if !p.caller {
 		p.id = newID(now)
@@ -483,7 +486,10 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	// did: at maxmemory it may count a message refused (rates, not accounts).
 	p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countEnqueued, strconv.Itoa(len(ps))))
 	if s.wakes() {
-		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
+		// The best priority made ready (Levels: a lane), for the consumers of
+		// a queue of several shards: see wake in lua/lib.lua.
+		best := slices.Max(order)
+		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "LT", strconv.Itoa(-best), wakeMember))
 	}
 	err, notRepl := s.writeWait(ctx, p)
 	for j, m := range ps {

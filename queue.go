@@ -33,7 +33,8 @@ type Queue struct {
 	cfg    Config
 	shards []*shard // the queue's keys and the calls on them, cfg.Shards of them
 
-	// next turns the shard of messages routed by neither ID nor OrderingKey.
+	// next turns the shard of messages routed by neither ID nor OrderingKey
+	// (producer.go).
 	next *atomic.Uint32
 
 	// clock is this host's clock (time.Now; tests set others). It stamps ids
@@ -54,6 +55,10 @@ func newQueue(c Client, name string, cfg Config) *Queue {
 	}
 	return q
 }
+
+// spreadRun is how many messages routed by neither ID nor OrderingKey go to
+// one shard before the next shard's turn.
+const spreadRun = 64
 
 // hashShard is the shard of an id or ordering key: FNV-1a, modulo the shards.
 func (q *Queue) hashShard(key string) int {
@@ -286,6 +291,31 @@ func (q *Queue) ShardSlots() []int {
 	return out
 }
 
+// ShardNodes are the addresses of the primaries holding the queue's shards,
+// shard 0 first, as its radix Cluster client last saw the cluster (""
+// for each when the client is not a *radix.Cluster).
+func (q *Queue) ShardNodes() []string {
+	out := make([]string, len(q.shards))
+	cl, ok := q.shards[0].c.(*radix.Cluster)
+	if !ok {
+		return out
+	}
+	topo := cl.Topo()
+	for i, slot := range q.ShardSlots() {
+		for _, node := range topo {
+			if node.SecondaryOfAddr != "" {
+				continue
+			}
+			for _, r := range node.Slots {
+				if slot >= int(r[0]) && slot < int(r[1]) {
+					out[i] = node.Addr
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Name is the queue's name.
 func (q *Queue) Name() string { return q.name }
 
@@ -328,7 +358,19 @@ type Stats struct {
 	// Shards are the figures of each shard, shard 0 first, for a queue of
 	// several shards (nil for one): the figures above are their sums (Paused:
 	// any; OldestReady: the oldest).
-	Shards []Stats
+	Shards []ShardStats
+}
+
+// ShardStats are the figures of one shard, and where it lives.
+type ShardStats struct {
+	Stats
+
+	// Slot is the Redis Cluster hash slot of the shard's keys.
+	Slot int
+
+	// Node is the address of the primary serving the slot, as the queue's
+	// radix Cluster client last saw the cluster ("" for another client).
+	Node string
 }
 
 // Stats reads the queue's counters in one pipelined round trip. Cancelling ctx
@@ -337,9 +379,11 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	if len(q.shards) == 1 {
 		return q.shards[0].stats(ctx)
 	}
-	per := make([]Stats, len(q.shards))
+	per := make([]ShardStats, len(q.shards))
+	slots, nodes := q.ShardSlots(), q.ShardNodes()
 	err := q.eachShard(func(i int, s *shard) (err error) {
-		per[i], err = s.stats(ctx)
+		per[i].Stats, err = s.stats(ctx)
+		per[i].Slot, per[i].Node = slots[i], nodes[i]
 		return err
 	})
 	if err != nil {
@@ -587,7 +631,7 @@ func (s *shard) resume(ctx context.Context) error {
 		deleted = -1
 		p := radix.NewPipeline()
 		p.Append(radix.Cmd(&deleted, "DEL", s.k.paused))
-		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
+		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "LT", "-inf", wakeMember)) // what waits is not known
 		return p
 	})
 	if err != nil && !(isReply(err) && deleted >= 0) {

@@ -77,7 +77,7 @@ local function parse(rec)
   return lane, score, id, caller, env
 end
 
-local n, requeued = 0, 0
+local n, requeued, best = 0, 0, nil
 local function handle(rec)
   local lane, score, id, caller, env = parse(rec)
   if op == DEAD_PURGE then
@@ -92,6 +92,8 @@ local function handle(rec)
     redis.call('ZADD', key, score, seqbytes(redis.call('INCR', KEYS[3])) .. env)
   end
   requeued = requeued + 1
+  local p = prio_of(lane, score, kind)
+  if not best or p > best then best = p end
 end
 
 if want ~= '' then
@@ -135,5 +137,5 @@ else
   end
   if #kept > 0 then chunked('RPUSH', KEYS[1], kept) end
 end
-if arm and requeued > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
+if arm and requeued > 0 then arm_wake(KEYS[4], best) end
 return n

@@ -72,6 +72,7 @@ local earliest -- due time at the head of the delayed set, read lazily
 -- What goes into each lane, in batch order, by KEYS index (base 0): the
 -- lanes' types were checked above.
 local add, flush = by_lane(0, kind)
+local best -- the best priority made ready
 for i = 0, n - 1 do
   local base = 4 + i * 7
   local id, caller, due = ARGV[base], ARGV[base + 1] == YES, dues[i]
@@ -87,17 +88,17 @@ for i = 0, n - 1 do
     stored = stored + 1
     if due then
       earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, wake)
-    elseif kind == KIND_LEVELS then
-      add(ki, '', env)
     else
-      add(ki, score, seqbytes(seq) .. env)
+      if kind == KIND_LEVELS then add(ki, '', env) else add(ki, score, seqbytes(seq) .. env) end
+      local p = prio_of(lane, score, kind)
+      if not best or p > best then best = p end
     end
   end
 end
 -- One push per lane (per CHUNK), not one per message. Only a lane going from
 -- empty to non-empty can have idle consumers waiting for it; takers re-arm
 -- while work remains.
-if flush('RPUSH') and arm then redis.call('ZADD', KEYS[6], 0, WAKE) end
+if flush('RPUSH') and arm then arm_wake(KEYS[6], best) end
 -- The total is for rates only: a counts key that cannot take it (wrong type)
 -- must not fail a batch already stored, hence pcall, and it comes last.
 if stored > 0 then redis.pcall('HINCRBY', KEYS[7], COUNT_ENQUEUED, stored) end

@@ -77,7 +77,7 @@ local function requeue()
   need(KEYS[6], 'zset')
   finish()
   if kind == KIND_LEVELS then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
-  redis.call('ZADD', KEYS[6], 0, WAKE)
+  arm_wake(KEYS[6], prio_of(lane, score, kind))
   return 1
 end
 

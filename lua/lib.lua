@@ -299,4 +299,19 @@ local function taken_before(a, b)
   return (tonumber(string.sub(a, 14, 17), 16) or 0) < (tonumber(string.sub(b, 14, 17), 16) or 0)
 end
 
+-- prio_of is the priority of a message of lane with score: the lane itself
+-- for Levels, the score's opposite for Range.
+local function prio_of(lane, score, kind)
+  if kind == KIND_RANGE then return -tonumber(score) end
+  return tonumber(lane)
+end
+
+-- arm_wake sets the wake-up set's WAKE member, its score the opposite of the
+-- best priority made ready (nil: unknown, -inf), kept at the lowest score
+-- (LT) until a waiting consumer pops it: a consumer of a queue of several
+-- shards learns from it which priority a shard now holds, without asking.
+local function arm_wake(key, prio)
+  redis.call('ZADD', key, 'LT', prio and -prio or '-inf', WAKE)
+end
+
 -- The script itself follows.

@@ -32,7 +32,7 @@ if #members > 0 then
   local vals = hmget(KEYS[2], ids)
   local add, flush = by_lane(6, kind)
   local usable = lane_checker(6, kind)
-  local bad = {}
+  local bad, best = {}, nil
   for i = 1, #ids do
     local lane, score, rest = routed(vals[i], nlanes, kind)
     if lane and #rest > SEQ_LEN then
@@ -40,6 +40,8 @@ if #members > 0 then
       if ok then
         add(lane, score, string.sub(rest, SEQ_LEN + 1))
         moved = moved + 1
+        local p = prio_of(lane, score, kind)
+        if not best or p > best then best = p end
       else
         -- Its lane key holds the wrong type: the message waits in the dead
         -- letters (requeued once the key is mended), the others go on.
@@ -64,7 +66,7 @@ if #members > 0 then
   if kind == KIND_RANGE and moved > 0 then seq = redis.call('INCRBY', KEYS[3], moved) - moved end
   flush('RPUSH', seq)
   if #bad > 0 then chunked('RPUSH', KEYS[5], bad) end
-  if arm and moved > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
+  if arm and moved > 0 then arm_wake(KEYS[4], best) end
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if head[2] then return {moved, math.max(0, tonumber(head[2]) - now), now} end

@@ -30,7 +30,7 @@ if #tokens == 0 then return 0 end
 local recs = hmget(KEYS[2], tokens)
 local add, flush = by_lane(5, kind)
 local usable = lane_checker(5, kind)
-local back, deads = 0, {}
+local back, deads, best = 0, {}, nil
 -- Last first: LPUSH puts its last value at the head, so the first token's
 -- message ends up first.
 for i = #tokens, 1, -1 do
@@ -42,6 +42,8 @@ for i = #tokens, 1, -1 do
     if ok then
       add(lane, score, member)
       back = back + 1
+      local p = prio_of(lane, score, kind)
+      if not best or p > best then best = p end
     elseif lane then
       local off = 0
       if kind == KIND_RANGE then off = SEQ_LEN end
@@ -58,5 +60,5 @@ chunked('ZREM', KEYS[1], tokens)
 chunked('HDEL', KEYS[2], tokens)
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
-if back > 0 then redis.call('ZADD', KEYS[4], 0, WAKE) end
+if back > 0 then arm_wake(KEYS[4], best) end
 return back

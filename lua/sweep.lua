@@ -29,7 +29,7 @@ if kind == KIND_RANGE then off = SEQ_LEN end
 local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, limit)
 local add, flush = by_lane(6, kind)
 local usable = lane_checker(6, kind)
-local back, deads = 0, {}
+local back, deads, best = 0, {}, nil
 if #tokens > 0 then
   local recs = hmget(KEYS[2], tokens)
   -- Newest-taken first: LPUSH puts the last value first, so the oldest
@@ -58,6 +58,8 @@ if #tokens > 0 then
         else
           add(lane, score, member)
           back = back + 1
+          local p = prio_of(lane, score, kind)
+          if not best or p > best then best = p end
         end
       end
     end
@@ -78,12 +80,15 @@ end
 -- last. Segment members keep their scores and sequence numbers.
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
-if rearm and redis.call('EXISTS', KEYS[4]) == 0 then
+if rearm and back > 0 then
+  arm_wake(KEYS[4], best) -- the redelivered messages' best priority
+elseif rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   -- At maxmemory Redis refuses a script's first write that may grow memory;
   -- a removal before it (of nothing, here) lets this one-member marker
-  -- through, so consumers wake to drain a full Redis.
+  -- through, so consumers wake to drain a full Redis. What waits is not
+  -- known: the marker says so (-inf).
   redis.call('ZREM', KEYS[4], WAKE)
-  redis.call('ZADD', KEYS[4], 0, WAKE)
+  arm_wake(KEYS[4], nil)
 end
 local more = 0
 if #tokens == limit then more = 1 end

@@ -254,7 +254,7 @@ if lease == 0 then
       if kind == KIND_LEVELS then out[#out + 1] = item else out[#out + 1] = item[1] end
     end
   end
-  if more then redis.pcall('ZADD', KEYS[4], 0, WAKE) end
+  if more then redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE) end
   return with_broken(out, top)
 end
 
@@ -297,7 +297,7 @@ if err then undo(err, true, false) end
 -- above). Re-arming when nothing is left would only make another consumer
 -- run an empty take. The marker is a single-member set, so it cannot grow.
 if more then
-  local ok = redis.pcall('ZADD', KEYS[4], 0, WAKE)
+  local ok = redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
 return with_broken(out, top)
