@@ -212,7 +212,7 @@ func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, _ *http.
 		}
 	}
 	h.render(w, "queue.html", map[string]any{
-		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead,
+		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead, "Shards": st.Shards,
 		"ReadOnly": h.cfg.ReadOnly, "CSRF": h.csrf, "Reliable": q.Mode() == prioq.AtLeastOnce,
 	})
 	return nil
@@ -226,7 +226,17 @@ func (h *handler) statsJSON(ctx context.Context, w http.ResponseWriter, _ *http.
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
 		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "paused": st.Paused,
-		"enqueued": st.Enqueued, "acked": st.Acked, "reliable": q.Mode() == prioq.AtLeastOnce})
+		"enqueued": st.Enqueued, "acked": st.Acked, "reliable": q.Mode() == prioq.AtLeastOnce, "shards": shardsJSON(st)})
+}
+
+// shardsJSON is what the stats endpoint says of each shard of a queue of
+// several.
+func shardsJSON(st prioq.Stats) []map[string]any {
+	var out []map[string]any
+	for i, s := range st.Shards {
+		out = append(out, map[string]any{"shard": i, "slot": s.Slot, "node": s.Node, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead})
+	}
+	return out
 }
 
 func (h *handler) act(action string) http.HandlerFunc {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -206,6 +207,69 @@ func TestDashboardShowsRates(t *testing.T) {
 	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"enqueued":%d`, st.Enqueued))
 	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"acked":%d`, st.Acked))
 	assert.Greater(t, st.Enqueued, int64(0))
+}
+
+// A queue of several shards: its page shows a row per shard whose depth
+// follows enqueues without a reload, and the stats endpoint lists the shards;
+// a queue of one shows no shard table.
+func TestDashboardShowsShards(t *testing.T) {
+	ctx := browser(t)
+	rctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2), Shards: 3})
+	one := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	h, err := New(Config{Client: client, Queues: []string{q.Name(), one.Name()}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	var rows []string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/q/"+q.Name()),
+		chromedp.WaitVisible(`#shards`),
+		chromedp.Evaluate(`[...document.querySelectorAll('#shards tbody tr')].map(r => r.textContent)`, &rows),
+	))
+	require.Len(t, rows, 3)
+	for i, slot := range q.ShardSlots() {
+		assert.Equal(t, fmt.Sprintf("%d%d-0000", i, slot), strings.ReplaceAll(rows[i], " ", ""), "shard, slot, node, ready, delayed, in flight, dead")
+	}
+
+	for i := range 30 {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.ID(fmt.Sprintf("job-%d", i)))
+		require.NoError(t, err)
+	}
+	st, err := q.Stats(rctx)
+	require.NoError(t, err)
+	for i, s := range st.Shards {
+		require.Positive(t, s.Ready, "30 ids spread over 3 shards")
+		require.NoError(t, chromedp.Run(ctx, chromedp.Poll(
+			fmt.Sprintf(`document.getElementById('shard-%d-ready').textContent === '%d'`, i, s.Ready), nil,
+			chromedp.WithPollingTimeout(10*time.Second))), "shard %d shows %d ready without a reload", i, s.Ready)
+	}
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/stats/"+q.Name(), nil))
+	require.Equal(t, 200, rec.Code)
+	var js struct {
+		Shards []struct {
+			Shard, Slot int
+			Ready       int64
+		}
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &js))
+	require.Len(t, js.Shards, 3)
+	for i, s := range js.Shards {
+		assert.Equal(t, i, s.Shard)
+		assert.Equal(t, st.Shards[i].Slot, s.Slot)
+		assert.Equal(t, st.Shards[i].Ready, s.Ready)
+	}
+
+	var present bool
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/q/"+one.Name()),
+		chromedp.WaitVisible(`#ready`),
+		chromedp.Evaluate(`document.getElementById('shards') !== null`, &present),
+	))
+	assert.False(t, present, "a queue of one shard shows no shard table")
 }
 
 // Actions are refused without the CSRF token, from another origin, and in

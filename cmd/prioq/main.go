@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -219,7 +220,7 @@ func connect(ctx context.Context, raw string) (redisClient, error) {
 		client = sc
 	case "redis+cluster":
 		var cl *radix.Cluster
-		cl, err = (radix.ClusterConfig{PoolConfig: radix.PoolConfig{Size: 4, Dialer: prioq.Dialer(dc)}}).New(cctx, strings.Split(u.Host, ","))
+		cl, err = (radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{Size: 4, Dialer: prioq.Dialer(dc)})}).New(cctx, strings.Split(u.Host, ","))
 		client = cl
 	default:
 		return nil, bad("unknown --url scheme %q", u.Scheme)
@@ -362,6 +363,15 @@ func confirm(in io.Reader, out io.Writer, question string) bool {
 	return answer == "y" || answer == "yes"
 }
 
+// shardsJSON is what stats --json says of each shard of a queue of several.
+func shardsJSON(st prioq.Stats) []map[string]any {
+	var out []map[string]any
+	for i, s := range st.Shards {
+		out = append(out, map[string]any{"shard": i, "slot": s.Slot, "node": s.Node, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead})
+	}
+	return out
+}
+
 func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) error {
 	fs := newFlags("stats")
 	asJSON := fs.Bool("json", false, "")
@@ -394,6 +404,9 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			if enqRate != nil {
 				out["enqueued_per_second"], out["acked_per_second"] = *enqRate, *ackRate
 			}
+			if len(st.Shards) > 0 {
+				out["shards"] = shardsJSON(st)
+			}
 			b, _ := json.Marshal(out)
 			fmt.Fprintln(w, string(b))
 		} else {
@@ -409,6 +422,14 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 				fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
 			}
 			tw.Flush()
+			if len(st.Shards) > 0 {
+				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "shard\tslot\tnode\tready\tdelayed\tin flight\tdead")
+				for i, s := range st.Shards {
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%d\n", i, s.Slot, cmp.Or(s.Node, "-"), s.Ready, s.Delayed, s.InFlight, s.Dead)
+				}
+				tw.Flush()
+			}
 		}
 		if *watch <= 0 {
 			return nil

@@ -273,3 +273,61 @@ func TestStatsWatchShowsRates(t *testing.T) {
 	}
 	assert.Greater(t, lines[3]["enqueued_total"].(float64), lines[0]["enqueued_total"].(float64))
 }
+
+// A queue of several shards: stats shows each shard's figures, as a table
+// and as JSON, and they add up to the totals; a queue of one shows none.
+func TestStatsShowsShards(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2), Shards: 3})
+	for i := range 30 {
+		_, errOut, code := prioqCmd(t, "", "enqueue", q.Name(), "--id", fmt.Sprintf("job-%d", i), "--priority", "1", "x")
+		require.Equal(t, 0, code, errOut)
+	}
+	_, _, code := prioqCmd(t, "", "enqueue", q.Name(), "--delay", "1h", "later")
+	require.Equal(t, 0, code)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Shards, 3)
+	assert.Equal(t, int64(30), st.Ready)
+
+	out, _, code := prioqCmd(t, "", "stats", q.Name(), "--json")
+	require.Equal(t, 0, code)
+	var js struct {
+		Ready, Delayed int64
+		Shards         []struct {
+			Shard, Slot    int
+			Node           string
+			Ready, Delayed int64
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, int64(30), js.Ready)
+	assert.Equal(t, int64(1), js.Delayed)
+	require.Len(t, js.Shards, 3)
+	var ready, delayed int64
+	for i, s := range js.Shards {
+		assert.Equal(t, i, s.Shard)
+		assert.Equal(t, q.ShardSlots()[i], s.Slot)
+		assert.Equal(t, "", s.Node, "not a cluster client: no node")
+		assert.Equal(t, st.Shards[i].Ready, s.Ready)
+		assert.Positive(t, s.Ready, "30 ids spread over 3 shards")
+		ready, delayed = ready+s.Ready, delayed+s.Delayed
+	}
+	assert.Equal(t, int64(30), ready)
+	assert.Equal(t, int64(1), delayed)
+
+	out, _, code = prioqCmd(t, "", "stats", q.Name())
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `(?m)^shard +slot +node +ready +delayed +in flight +dead$`, out)
+	for i, s := range st.Shards {
+		assert.Regexp(t, fmt.Sprintf(`(?m)^%d +%d +- +%d +%d +0 +0$`, i, s.Slot, s.Ready, s.Delayed), out)
+	}
+
+	one := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	out, _, code = prioqCmd(t, "", "stats", one.Name(), "--json")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, out, `"shards"`)
+	out, _, code = prioqCmd(t, "", "stats", one.Name())
+	require.Equal(t, 0, code)
+	assert.NotContains(t, out, "shard")
+}

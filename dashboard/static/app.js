@@ -72,6 +72,10 @@
           if (bar) bar.style.width = (n * 100 / top) + '%';
           set('lane-n-' + i, n);
         });
+        (s.shards || []).forEach((sh) => {
+          for (const f of ['ready', 'delayed', 'in_flight', 'dead']) set('shard-' + sh.shard + '-' + f, sh[f]);
+          set('shard-' + sh.shard + '-node', sh.node || '-');
+        });
         points.push({ ready: s.ready, delayed: s.delayed, inflight: s.in_flight, enqueued: r.enqueued, acked: r.acked });
         if (points.length > max) points.shift();
         draw(document.getElementById('chart'), points, [['ready', '#4a7bd0'], ['delayed', '#d08a4a'], ['inflight', '#5aa55a']]);
