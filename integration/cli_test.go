@@ -69,7 +69,7 @@ func TestCommandURLForms(t *testing.T) {
 		for _, n := range nodes {
 			addrs = append(addrs, n.addr())
 		}
-		cl, err := radix.ClusterConfig{}.New(ctx, addrs)
+		cl, err := radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{})}.New(ctx, addrs)
 		require.NoError(t, err)
 		defer cl.Close()
 		var names []string

@@ -76,7 +76,7 @@ func TestClusterThreePrimaries(t *testing.T) {
 	for _, n := range nodes {
 		addrs = append(addrs, n.addr())
 	}
-	cl, err := radix.ClusterConfig{PoolConfig: radix.PoolConfig{Size: 24, PingInterval: -1}}.New(ctx, addrs)
+	cl, err := radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{Size: 24, PingInterval: -1})}.New(ctx, addrs)
 	require.NoError(t, err)
 	defer cl.Close()
 

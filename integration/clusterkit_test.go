@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq"
 	"github.com/stretchr/testify/require"
 )
 
@@ -94,7 +95,12 @@ func (c *testCluster) nodeID(p *localProc) string {
 // client is a radix Cluster client of the cluster (syncing its topology every
 // second, so that a failover is noticed soon).
 func (c *testCluster) client(ctx context.Context, size int) radix.MultiClient {
-	cl, err := radix.ClusterConfig{PoolConfig: radix.PoolConfig{Size: size, PingInterval: -1}, SyncEvery: time.Second}.
+	return c.clientSyncing(ctx, size, time.Second)
+}
+
+// clientSyncing is client with its own topology sync interval.
+func (c *testCluster) clientSyncing(ctx context.Context, size int, every time.Duration) *radix.Cluster {
+	cl, err := radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{Size: size, PingInterval: -1}), SyncEvery: every}.
 		New(ctx, c.addrs())
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { cl.Close() })
