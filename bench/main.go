@@ -66,6 +66,7 @@ func main() {
 	lanesOnly := flag.Int("lanes", 0, "only the take cost of 2 vs 64 lanes, in this many alternating rounds")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
+	cluster := flag.Bool("cluster", false, "only sharded queues on Redis Clusters of 1, 3 and 6 primaries (own redis-server processes), beside the unsharded queue and the raw list loop on as many hash tags")
 	flag.Parse()
 	if *reportFrom != "" {
 		rereport(*reportFrom, *out)
@@ -103,6 +104,10 @@ func main() {
 		*noAsynq = true
 	}
 	ctx := context.Background()
+	if *cluster {
+		runClusterBench(ctx, p, *out)
+		return
+	}
 	srv, err := redisfind.Find(ctx)
 	if err != nil {
 		fatal(err)
