@@ -4,7 +4,7 @@
 // consumers always get the highest-priority ready message first, first in,
 // first out among equal priorities. Idle consumers block in Redis instead of
 // polling, delayed messages are promoted exactly when due, and every key of a
-// queue shares one Redis Cluster hash tag.
+// queue (or of each of its shards) shares one Redis Cluster hash tag.
 //
 // # Layouts
 //
@@ -36,6 +36,28 @@
 // in-flight records, dead letters and wake-up marker. keys.go describes each
 // key, builds every name, and is the only place that does; every script
 // receives all keys it touches in KEYS.
+//
+// A queue of N > 1 shards (Config.Shards) keeps its meta key, prioq:{Q}:meta,
+// and puts every other key of shard i under prioq/i:{Q/k}:, where the tag Q/k
+// is chosen so that the N tags' slots are spread evenly over the 16,384 (see
+// Queue.ShardSlots): a cluster whose primaries hold equal runs of slots holds
+// ⌊N/P⌋ or ⌈N/P⌉ shards on each of its P primaries, and every script still
+// touches one slot.
+//
+// # Sharded queues
+//
+// Producers route a message to a shard by its ID (FNV-1a, so ids stay
+// idempotent queue-wide), by its OrderingKey (messages with one key keep FIFO
+// order among themselves), or else in runs of 64 per shard in turn; a
+// generated id names its shard, so acks, Cancel and RequeueDead go straight
+// to it. A consumer keeps one blocking wait per shard (BZPOPMIN on the
+// shard's wake-up set, whose score tells the best priority made ready) and
+// takes from the shard it believes holds the best priority, never below what
+// it believes the others hold: one consumer draining a queue gets strict
+// priority order. Delays, retries, redeliveries and dead letters stay in
+// their shard. Every Queue operation covers all shards; EnqueueBatch is
+// atomic per shard, not across shards. Weights are refused with Shards > 1.
+// On a Redis Cluster, build the client with LazyPools.
 //
 // # Cost per operation
 //
@@ -98,7 +120,9 @@
 //
 // Redis 7.0 or newer: LMPOP / ZMPOP (AtLeastOnce takes) and BLMPOP / BZMPOP
 // (AtMostOnce batch receives) are 7.0 commands. BLPOP and BZPOPMIN (single
-// AtMostOnce receives) work on 5.0, but the queue as a whole needs 7.0.
+// AtMostOnce receives) work on 5.0, and ZADD LT (the wake-up's priority) on
+// 6.2, but the queue as a whole needs 7.0. Sharded queues need nothing more:
+// Redis Cluster 7.0, or one Redis for tests.
 //
 // # Clocks
 //

@@ -26,13 +26,22 @@ import (
 //	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
 //	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
 //	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
-//	prioq:{Q}:wake      ZSET    ≤ 1 member: ready work may exist (AtLeastOnce)
+//	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
+//	                            AtMostOnce with several shards); its score is minus the
+//	                            best priority made ready since a consumer last popped it
+//	                            (ZADD LT; -inf: not known). Member "d" (several shards
+//	                            only): an earlier due time was scheduled
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane "-", no
 //	                            score: kept whole, never requeued) (AtLeastOnce)
+//
+// A queue of several shards (Config.Shards) keeps prioq:{Q}:meta (field
+// "shards" says how many) and puts every other key above, for shard i, under
+// prioq/i:{Q/k}: instead of prioq:{Q}: (shardKeySet, shardTags). A queue of
+// one shard is the layout above, byte for byte.
 //
 // The envelope is a versioned binary record (envelope.go); a lease token is
 // the take's server time, the message's place in the take and a random suffix
