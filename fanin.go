@@ -2,8 +2,10 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,10 @@ type fanin struct {
 	raised []atomic.Int64 // the best priority waiters saw made ready since (hintEmpty: none)
 	signal chan struct{}  // raised was (capacity 1)
 	rr     int            // where the last tie was broken
+
+	// twoChoice (set by the fan-in benchmark only) makes fetches choose as
+	// the MultiQueue does: see fetchTwoChoice.
+	twoChoice bool
 }
 
 func newFanin(shards int) *fanin {
@@ -106,6 +112,9 @@ func (fi *fanin) best() (shard int, next int64) {
 // than the best the other shards hold, so the batch stays in order.
 func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 	fi := f.fanin
+	if fi.twoChoice {
+		return f.fetchTwoChoice(n)
+	}
 	var out []*Message
 	for len(out) < n {
 		fi.applyRaised()
@@ -120,15 +129,9 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 			if !f.stillWanted() {
 				return nil, nil
 			}
-			t := time.NewTimer(f.cfg.BlockTimeout)
-			select {
-			case <-fi.signal:
-			case <-t.C:
-			case <-f.bg.Done():
-				t.Stop()
-				return nil, ErrClosed
+			if err := f.awaitWork(); err != nil {
+				return nil, err
 			}
-			t.Stop()
 			continue
 		}
 		msgs, err := f.takeAtLeast(i, n-len(out), next)
@@ -138,6 +141,66 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// awaitWork waits for a waiter to report work, at most BlockTimeout.
+func (f *fetcher) awaitWork() error {
+	t := time.NewTimer(f.cfg.BlockTimeout)
+	defer t.Stop()
+	select {
+	case <-f.fanin.signal:
+	case <-t.C:
+	case <-f.bg.Done():
+		return ErrClosed
+	}
+	return nil
+}
+
+// fetchTwoChoice chooses as the MultiQueue does (Rihani, Sanders and
+// Dementiev 2015; Williams and Sanders 2025): ask two shards drawn at random
+// for their best priority, and take from the better what it holds of that
+// priority, with no memory of earlier replies. It is the published baseline that the fan-in
+// benchmark (BenchmarkFanInInversions) compares fetchFanIn's hints with, and
+// serves no other purpose.
+func (f *fetcher) fetchTwoChoice(n int) ([]*Message, error) {
+	for {
+		for range 2 * len(f.shards) {
+			i := rand.IntN(len(f.shards))
+			j := (i + 1 + rand.IntN(len(f.shards)-1)) % len(f.shards)
+			var ti, tj int64
+			var ei, ej error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ctx, cancel := context.WithTimeout(context.Background(), f.shards[j].cfg.CallTimeout)
+				defer cancel()
+				tj, ej = f.shards[j].top(ctx)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), f.shards[i].cfg.CallTimeout)
+			ti, ei = f.shards[i].top(ctx)
+			cancel()
+			<-done
+			if ei != nil || ej != nil {
+				return nil, errors.Join(ei, ej)
+			}
+			if tj > ti {
+				i, ti = j, tj
+			}
+			if ti == hintEmpty {
+				continue
+			}
+			// Up to n of the chosen shard's best priority: a pop of one, n times.
+			if msgs, err := f.takeAtLeast(i, n, ti); len(msgs) > 0 || err != nil {
+				return msgs, err
+			}
+		}
+		if !f.stillWanted() {
+			return nil, nil
+		}
+		if err := f.awaitWork(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // probeUnknown asks every shard of unknown hint its best priority (top.lua),

@@ -2,12 +2,18 @@ package prioq
 
 import (
 	"context"
+	"encoding/binary"
+	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+
+	inversion "github.com/prioq/prioq/internal/inversions"
 )
 
 // Per-operation costs on one client, side by side with the raw commands they
@@ -190,4 +196,105 @@ func BenchmarkTakeLargeMessage(b *testing.B) {
 	b.ReportMetric(takeUs/float64(b.N), "take-server-µs")
 	b.ReportMetric(popUs/float64(b.N), "lpop-server-µs")
 	b.ReportMetric(takeUs/popUs, "take/lpop")
+}
+
+// BenchmarkFanInInversions measures the priority inversions of consumers of
+// a queue of 6 shards under mixed load: 4 producers enqueue as fast as they
+// can, priorities 0-3 and a rare 4 (1 in 20); 2 consumers (Run, 16 workers
+// each, 3 ms per message) fall behind, so a backlog builds. An inversion is
+// a delivery of p taken while a message of priority > p had been ready on
+// any shard for 10 ms or more. Each round runs the fan-in's hints
+// (fetchFanIn) and then the published baseline, the MultiQueue's two-choice
+// pop (fetchTwoChoice), on the same Redis, so the two are interleaved:
+//
+//	go test -run XXX -bench FanInInversions -benchtime 3x .
+func BenchmarkFanInInversions(b *testing.B) {
+	c := newClient(b)
+	policies := []string{"hints", "two-choice"}
+	inv, delivered := make([]int, 2), make([]int, 2)
+	for i := 0; i < b.N; i++ {
+		for p, policy := range policies {
+			q := openQueue(b, c, Config{Layout: Levels(5), Shards: 6})
+			recs := fanInLoad(b, q, 4000, policy == "two-choice")
+			inv[p] += inversion.Count(recs, 10*time.Millisecond)
+			delivered[p] += len(recs)
+			_, _ = q.Purge(context.Background())
+		}
+	}
+	for p, policy := range policies {
+		b.ReportMetric(100*float64(inv[p])/float64(delivered[p]), policy+"-inversion-%")
+	}
+}
+
+// fanInLoad runs n messages through q as BenchmarkFanInInversions says and
+// returns each delivery.
+func fanInLoad(b *testing.B, q *Queue, n int, twoChoice bool) []inversion.Delivery {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const lease = time.Minute
+	base := time.Now()
+	var mu sync.Mutex
+	recs := make([]inversion.Delivery, 0, n)
+	all := make(chan struct{})
+	var conss []*Consumer
+	var wg sync.WaitGroup
+	for range 2 {
+		cons, err := q.NewConsumer(ConsumerConfig{Concurrency: 16, Lease: lease})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cons.fetcher.fanin.twoChoice = twoChoice
+		conss = append(conss, cons)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cons.Run(ctx, func(_ context.Context, m *Message) error {
+				time.Sleep(3 * time.Millisecond)
+				ready := base.Add(time.Duration(binary.BigEndian.Uint64(m.Payload)))
+				mu.Lock()
+				defer mu.Unlock()
+				recs = append(recs, inversion.Delivery{Prio: m.Priority, Ready: ready, Taken: m.LeaseDeadline().Add(-lease)})
+				if len(recs) == n {
+					close(all)
+				}
+				return nil
+			})
+		}()
+	}
+	var pwg sync.WaitGroup
+	for p := range 4 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			r := mrand.New(mrand.NewPCG(uint64(p), 7))
+			for range n / 4 {
+				payload := make([]byte, 64)
+				binary.BigEndian.PutUint64(payload, uint64(time.Since(base)))
+				prio := r.Int64N(4)
+				if r.IntN(20) == 0 {
+					prio = 4
+				}
+				if _, err := q.Enqueue(ctx, payload, Priority(prio)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		b.Fatalf("delivered %d of %d", len(recs), n)
+	}
+	cancel()
+	wg.Wait()
+	for _, c := range conss {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = c.Close(cctx)
+		ccancel()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(recs)
 }

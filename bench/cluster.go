@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
+	inversion "github.com/prioq/prioq/internal/inversions"
 	"github.com/prioq/prioq/internal/redisfind"
 )
 
@@ -307,7 +307,7 @@ func clusterSetup(ctx context.Context, bin, name string, primaries, shards int, 
 	row.cpu(before, nodeCPU(ctx, addrs), len(recs), took)
 	row.Delivered = len(recs)
 	if len(recs) > 0 {
-		row.Inversions = countInversions(recs, 10*time.Millisecond)
+		row.Inversions = inversion.Count(recs, 10*time.Millisecond)
 	}
 	p50, p99, err := clusterPickup(ctx, q, 60)
 	if err != nil {
@@ -447,21 +447,12 @@ func drainInversions(ctx context.Context, q *prioq.Queue, n int) (int, error) {
 	return inv, nil
 }
 
-// delivery is one message's priority, when it was enqueued (before the
-// call: it was ready no earlier) and when the consumer took it from Redis
-// (its lease's start): a delivery is the queue's choice; in what order Run's
-// 32 goroutines then start the handlers of one take is the Go scheduler's.
-type delivery struct {
-	prio         int64
-	ready, taken time.Time
-}
-
 // clusterEndToEnd runs 8 producers and a consumer with Run and 32 workers
 // until n messages are handled, and records each delivery.
-func clusterEndToEnd(ctx context.Context, q *prioq.Queue, n int) ([]delivery, time.Duration, error) {
+func clusterEndToEnd(ctx context.Context, q *prioq.Queue, n int) ([]inversion.Delivery, time.Duration, error) {
 	base := time.Now()
 	var mu sync.Mutex
-	recs := make([]delivery, 0, n)
+	recs := make([]inversion.Delivery, 0, n)
 	done := make(chan struct{})
 	const lease = 30 * time.Second
 	cons, err := q.NewConsumer(prioq.ConsumerConfig{Concurrency: 32, Lease: lease})
@@ -476,7 +467,7 @@ func clusterEndToEnd(ctx context.Context, q *prioq.Queue, n int) ([]delivery, ti
 			t := m.LeaseDeadline().Add(-lease)
 			ready := base.Add(time.Duration(binary.BigEndian.Uint64(m.Payload)))
 			mu.Lock()
-			recs = append(recs, delivery{m.Priority, ready, t})
+			recs = append(recs, inversion.Delivery{Prio: m.Priority, Ready: ready, Taken: t})
 			if len(recs) == n {
 				close(done)
 			}
@@ -522,79 +513,6 @@ func clusterEndToEnd(ctx context.Context, q *prioq.Queue, n int) ([]delivery, ti
 	mu.Lock()
 	defer mu.Unlock()
 	return slices.Clone(recs), took, err2
-}
-
-// countInversions counts deliveries of priority p made while a message of a
-// higher priority had been ready for at least window and was not yet taken.
-func countInversions(recs []delivery, window time.Duration) int {
-	type event struct {
-		at    time.Time
-		taken bool
-		i     int
-	}
-	events := make([]event, 0, 2*len(recs))
-	for i, r := range recs {
-		events = append(events, event{r.ready, false, i}, event{r.taken, true, i})
-	}
-	slices.SortFunc(events, func(a, b event) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		if a.taken == b.taken {
-			return 0
-		}
-		if a.taken {
-			return 1
-		}
-		return -1
-	})
-	waiting := map[int64]*readyHeap{}
-	taken := make([]bool, len(recs))
-	inv := 0
-	for _, e := range events {
-		r := recs[e.i]
-		if !e.taken {
-			h := waiting[r.prio]
-			if h == nil {
-				h = &readyHeap{}
-				waiting[r.prio] = h
-			}
-			heap.Push(h, readyItem{r.ready, e.i})
-			continue
-		}
-		taken[e.i] = true
-		for p, h := range waiting {
-			if p <= r.prio {
-				continue
-			}
-			for h.Len() > 0 && taken[(*h)[0].i] {
-				heap.Pop(h)
-			}
-			if h.Len() > 0 && !(*h)[0].at.After(e.at.Add(-window)) {
-				inv++
-				break
-			}
-		}
-	}
-	return inv
-}
-
-type readyItem struct {
-	at time.Time
-	i  int
-}
-
-type readyHeap []readyItem
-
-func (h readyHeap) Len() int           { return len(h) }
-func (h readyHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readyItem)) }
-func (h *readyHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
 }
 
 // clusterPickup measures enqueue → handler start for single messages sent
