@@ -305,3 +305,35 @@ func TestShardsAreStored(t *testing.T) {
 	_, err = q.NewConsumer(ConsumerConfig{Weights: []int{1, 1, 1}})
 	assert.ErrorIs(t, err, ErrInvalidOption, "Weights need one shard")
 }
+
+// A batch over several shards is atomic per shard: a shard whose part fails
+// (its ids key of the wrong type) stores none of its items, which carry the
+// error; the other shards store theirs.
+func TestShardedBatchFailsPerShard(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(2), Shards: 3})
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.shards[1].k.ids, "not a set")))
+	items := make([]EnqueueItem, 30)
+	for i := range items {
+		items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{ID(fmt.Sprintf("b-%d", i))}}
+	}
+	res, err := q.EnqueueBatch(ctx, items)
+	require.Error(t, err)
+	require.Len(t, res, len(items))
+	want := make([]int64, 3)
+	for i, r := range res {
+		id := fmt.Sprintf("b-%d", i)
+		assert.Equal(t, id, r.ID)
+		if q.hashShard(id) == 1 {
+			assert.Error(t, r.Err, "item %d is in the failed part", i)
+			continue
+		}
+		assert.NoError(t, r.Err, "item %d", i)
+		want[q.hashShard(id)]++
+	}
+	require.Greater(t, want[0]+want[2], int64(0))
+	require.Less(t, want[0]+want[2], int64(30), "some items fell on shard 1")
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.shards[1].k.ids)))
+	assert.Equal(t, want, shardCounts(t, q), "the failed part stored nothing, the others all")
+}

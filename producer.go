@@ -136,7 +136,9 @@ type EnqueueResult struct {
 	ID string
 
 	// Err is nil when the message was stored, or ErrDuplicate when a waiting,
-	// delayed, in-flight or dead message already has this ID.
+	// delayed, in-flight or dead message already has this ID. On a queue of
+	// several shards it is also the error of a shard's part of a batch that
+	// failed (see EnqueueBatch): that item was not stored.
 	Err error
 }
 
@@ -261,6 +263,12 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...Option) (st
 // error wrapping ErrNotReplicated comes with the results: the batch is
 // stored, but not confirmed by enough replicas. Cancelling ctx abandons the
 // call, as for Enqueue.
+//
+// On a queue of several shards the batch is one round trip per shard it
+// touches, sent at once, and atomic per shard only: when a shard's part
+// fails, the error (all parts' errors, joined) is returned with the results,
+// the failed part's items carry it in Err, and the other parts are stored.
+// Items with one OrderingKey, or one ID, go to one shard.
 func (q *Queue) EnqueueBatch(ctx context.Context, items []EnqueueItem) ([]EnqueueResult, error) {
 	if len(q.cfg.EnqueueMiddleware) > 0 {
 		return q.enqueueChain(ctx, items)
