@@ -188,6 +188,27 @@ func TestShardedIdlePickupAndConnections(t *testing.T) {
 	}
 }
 
+// An idle consumer of several shards costs Redis at most one command per
+// second per shard (the budget), scripts' inner commands counted:
+// each shard's wait, sweep and promoter re-read, nothing more.
+func TestShardedIdleLoad(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			const shards, window = 4, 6 * time.Second
+			cl := ownPool(t, ownServer(t), 16)
+			q := openQueue(t, cl, Config{Mode: m.mode, Shards: shards})
+			newConsumer(t, q, ConsumerConfig{})
+			time.Sleep(time.Second) // past the start: probes, first waits
+			before := infoInt(t, cl, "stats", "total_commands_processed")
+			time.Sleep(window)
+			n := infoInt(t, cl, "stats", "total_commands_processed") - before - 1 // the INFO itself
+			perShard := float64(n) / shards / window.Seconds()
+			t.Logf("%s: %d commands in %v: %.2f per shard per second", m.name, n, window, perShard)
+			assert.LessOrEqual(t, perShard, 1.0)
+		})
+	}
+}
+
 // Delays, retries, expired leases and dead letters stay in their shard, and
 // a promoter of every shard runs.
 func TestShardedDelaysRetriesAndLeases(t *testing.T) {

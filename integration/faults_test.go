@@ -270,14 +270,25 @@ func TestFaultConsumerProcessesKilled(t *testing.T) {
 			sent[r.ID] = true
 		}
 	}
+	killConsumers(t, ctx, q, sent, kills, func() *helperProc {
+		return startHelper(t, "consume", redis.Addr, spec, "H_WORKERS=6")
+	})
+}
+
+// killConsumers runs two consumer processes that spawn starts, SIGKILLs one
+// of them at random every 200-500 ms, kills times, starting another in its
+// place, then waits for q to drain, and checks that every message of sent
+// was handled, and handled twice only when a kill interrupted it.
+func killConsumers(t *testing.T, ctx context.Context, q *prioq.Queue, sent map[string]bool, kills int, spawn func() *helperProc) {
+	t.Helper()
 	var procs []*helperProc
 	interrupted := map[string]bool{}
-	spawn := func() *helperProc {
-		h := startHelper(t, "consume", redis.Addr, spec, "H_WORKERS=6")
+	start := func() *helperProc {
+		h := spawn()
 		procs = append(procs, h)
 		return h
 	}
-	live := []*helperProc{spawn(), spawn()}
+	live := []*helperProc{start(), start()}
 	remaining := func() int64 {
 		st, err := q.Stats(ctx)
 		require.NoError(t, err)
@@ -300,11 +311,11 @@ func TestFaultConsumerProcessesKilled(t *testing.T) {
 				interrupted[id] = true
 			}
 		}
-		live[i] = spawn()
+		live[i] = start()
 	}
-	start := time.Now()
+	began := time.Now()
 	require.Eventually(t, func() bool { return remaining() == 0 }, 3*time.Minute, 50*time.Millisecond)
-	drainTook := time.Since(start)
+	drainTook := time.Since(began)
 	for _, h := range live {
 		h.kill()
 	}
@@ -329,7 +340,7 @@ func TestFaultConsumerProcessesKilled(t *testing.T) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	t.Logf("%d messages, %d consumer processes SIGKILLed: %d lost, %d handled more than once (all interrupted: %v), %d dead, drained %v after the last kill",
-		n, killed, lost, dup, unexplained == 0, st.Dead, drainTook.Round(time.Millisecond))
+		len(sent), killed, lost, dup, unexplained == 0, st.Dead, drainTook.Round(time.Millisecond))
 	assert.Equal(t, kills, killed)
 	assert.Zero(t, lost)
 	assert.Zero(t, st.Dead)

@@ -55,12 +55,22 @@ func (s queueSpec) priority(r *rand.Rand) int64 {
 func runHelper(role string) int {
 	spec := queueSpec{os.Getenv("H_QUEUE"), os.Getenv("H_LAYOUT"), os.Getenv("H_MODE")}
 	ctx := context.Background()
-	cl, err := radix.PoolConfig{Size: 40}.New(ctx, "tcp", os.Getenv("H_ADDR"))
+	// H_ADDR is an address, or cluster: and the addresses of a cluster's
+	// nodes, comma-separated; H_SHARDS, when set, the queue's shards.
+	var cl prioq.Client
+	var err error
+	if addrs, ok := strings.CutPrefix(os.Getenv("H_ADDR"), "cluster:"); ok {
+		cl, err = radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{Size: 40})}.New(ctx, strings.Split(addrs, ","))
+	} else {
+		cl, err = radix.PoolConfig{Size: 40}.New(ctx, "tcp", os.Getenv("H_ADDR"))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
 	}
-	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	cfg := spec.config()
+	cfg.Shards, _ = strconv.Atoi(os.Getenv("H_SHARDS"))
+	q, err := prioq.Open(ctx, cl, spec.name, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
