@@ -46,9 +46,10 @@
 //
 // # Sharded queues
 //
-// Producers route a message to a shard by its ID (FNV-1a, so ids stay
-// idempotent queue-wide), by its OrderingKey (messages with one key keep FIFO
-// order among themselves), or else in runs of 64 per shard in turn; a
+// Producers route a message to a shard by its OrderingKey (FNV-1a: messages
+// with one key keep FIFO order among those of one priority), else by its ID
+// (so an ID is idempotent queue-wide as long as every enqueue of it carries
+// the same key, or none), or else in runs of 64 per shard in turn; a
 // generated id names its shard, so acks, Cancel and RequeueDead go straight
 // to it. A consumer keeps one blocking wait per shard (BZPOPMIN on the
 // shard's wake-up set, whose score tells the best priority made ready) and

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,8 @@ const (
 // raised.
 type fanin struct {
 	hint   []int64
+	down   []time.Time    // a shard that failed a call: left alone until then (zero: up)
+	err    error          // the last such failure
 	raised []atomic.Int64 // the best priority waiters saw made ready since (hintEmpty: none)
 	signal chan struct{}  // raised was (capacity 1)
 	rr     int            // where the last tie was broken
@@ -45,10 +48,36 @@ type fanin struct {
 	// twoChoice (set by the fan-in benchmark only) makes fetches choose as
 	// the MultiQueue does: see fetchTwoChoice.
 	twoChoice bool
+
+	mu       sync.Mutex    // guards the two below, which waiters read
+	fetching bool          // a fetch is in progress
+	began    chan struct{} // closed when a fetch begins (then replaced)
+}
+
+// fetchState says whether a fetch is in progress, and gives a channel closed
+// when the next one begins.
+func (fi *fanin) fetchState() (bool, <-chan struct{}) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	return fi.fetching, fi.began
+}
+
+// fetchBegins marks a fetch in progress until the returned func is called.
+func (fi *fanin) fetchBegins() (ends func()) {
+	fi.mu.Lock()
+	fi.fetching = true
+	close(fi.began)
+	fi.began = make(chan struct{})
+	fi.mu.Unlock()
+	return func() {
+		fi.mu.Lock()
+		fi.fetching = false
+		fi.mu.Unlock()
+	}
 }
 
 func newFanin(shards int) *fanin {
-	f := &fanin{hint: make([]int64, shards), raised: make([]atomic.Int64, shards), signal: make(chan struct{}, 1)}
+	f := &fanin{hint: make([]int64, shards), down: make([]time.Time, shards), raised: make([]atomic.Int64, shards), signal: make(chan struct{}, 1), began: make(chan struct{})}
 	for i := range f.hint {
 		f.hint[i] = hintUnknown
 		f.raised[i].Store(hintEmpty)
@@ -71,13 +100,43 @@ func (fi *fanin) raise(i int, p int64) {
 	}
 }
 
-// applyRaised folds what the waiters saw into the hints.
+// applyRaised folds what the waiters saw into the hints, but for shards
+// left alone after a failure (they are probed again when that ends).
 func (fi *fanin) applyRaised() {
 	for i := range fi.raised {
-		if p := fi.raised[i].Swap(hintEmpty); p != hintEmpty {
+		if p := fi.raised[i].Swap(hintEmpty); p != hintEmpty && fi.down[i].IsZero() {
 			fi.hint[i] = max(fi.hint[i], p)
 		}
 	}
+}
+
+// markDown leaves shard i alone for retry after a call on it failed with
+// err: its hint reads empty, so the others are served meanwhile.
+func (fi *fanin) markDown(i int, retry time.Duration, err error) {
+	fi.hint[i], fi.down[i], fi.err = hintEmpty, time.Now().Add(retry), err
+}
+
+// upAgain makes the shards whose time alone has passed unknown again, to be
+// probed, and returns how long until the next one's does (0: none is down)
+// and the last failure when every shard is down.
+func (fi *fanin) upAgain(now time.Time) (next time.Duration, allDown error) {
+	down := 0
+	for i, t := range fi.down {
+		switch {
+		case t.IsZero():
+		case !now.Before(t):
+			fi.down[i], fi.hint[i] = time.Time{}, hintUnknown
+		default:
+			down++
+			if d := t.Sub(now); next == 0 || d < next {
+				next = d
+			}
+		}
+	}
+	if down == len(fi.down) {
+		return next, fi.err
+	}
+	return next, nil
 }
 
 // best is the shard of the best hint (-1: all empty), ties broken in turn so
@@ -112,15 +171,21 @@ func (fi *fanin) best() (shard int, next int64) {
 // than the best the other shards hold, so the batch stays in order.
 func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 	fi := f.fanin
+	defer fi.fetchBegins()()
 	if fi.twoChoice {
 		return f.fetchTwoChoice(n)
 	}
+	// A shard whose call fails (its primary down, failing over) is reported
+	// and left alone for RetryInterval while the others are served; the
+	// fetch fails only when every shard is.
 	var out []*Message
 	for len(out) < n {
-		fi.applyRaised()
-		if err := f.probeUnknown(); err != nil {
-			return out, err
+		retry, allDown := fi.upAgain(time.Now())
+		if allDown != nil && len(out) == 0 {
+			return nil, allDown
 		}
+		fi.applyRaised()
+		f.probeUnknown()
 		i, next := fi.best()
 		if i < 0 {
 			if len(out) > 0 {
@@ -129,7 +194,7 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 			if !f.stillWanted() {
 				return nil, nil
 			}
-			if err := f.awaitWork(); err != nil {
+			if err := f.awaitWork(retry); err != nil {
 				return nil, err
 			}
 			continue
@@ -137,15 +202,21 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 		msgs, err := f.takeAtLeast(i, n-len(out), next)
 		out = append(out, msgs...)
 		if err != nil {
-			return out, err
+			f.report(err)
+			fi.markDown(i, f.cfg.RetryInterval, err)
 		}
 	}
 	return out, nil
 }
 
-// awaitWork waits for a waiter to report work, at most BlockTimeout.
-func (f *fetcher) awaitWork() error {
-	t := time.NewTimer(f.cfg.BlockTimeout)
+// awaitWork waits for a waiter to report work, at most BlockTimeout, or
+// until (when not 0).
+func (f *fetcher) awaitWork(until time.Duration) error {
+	d := f.cfg.BlockTimeout
+	if until > 0 {
+		d = min(d, until)
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-f.fanin.signal:
@@ -197,15 +268,15 @@ func (f *fetcher) fetchTwoChoice(n int) ([]*Message, error) {
 		if !f.stillWanted() {
 			return nil, nil
 		}
-		if err := f.awaitWork(); err != nil {
+		if err := f.awaitWork(0); err != nil {
 			return nil, err
 		}
 	}
 }
 
 // probeUnknown asks every shard of unknown hint its best priority (top.lua),
-// the shards at once.
-func (f *fetcher) probeUnknown() error {
+// the shards at once; a shard it cannot ask is reported and left alone.
+func (f *fetcher) probeUnknown() {
 	fi := f.fanin
 	var unknown []int
 	for i, h := range fi.hint {
@@ -214,29 +285,29 @@ func (f *fetcher) probeUnknown() error {
 		}
 	}
 	if len(unknown) == 0 {
-		return nil
+		return
 	}
 	tops := make([]int64, len(unknown))
 	errs := make([]error, len(unknown))
-	done := make(chan struct{}, len(unknown))
+	var wg sync.WaitGroup
 	for j, i := range unknown {
+		wg.Add(1)
 		go func() {
-			defer func() { done <- struct{}{} }()
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), f.shards[i].cfg.CallTimeout)
 			defer cancel()
 			tops[j], errs[j] = f.shards[i].top(ctx)
 		}()
 	}
-	for range unknown {
-		<-done
-	}
+	wg.Wait()
 	for j, i := range unknown {
 		if errs[j] != nil {
-			return errs[j]
+			f.report(errs[j])
+			fi.markDown(i, f.cfg.RetryInterval, errs[j])
+			continue
 		}
 		fi.hint[i] = tops[j]
 	}
-	return nil
 }
 
 // takeAtLeast takes up to n messages from shard i, of priority next or
@@ -304,13 +375,20 @@ func wakePriority(score string) int64 {
 }
 
 // waiter is a consumer's one blocking wait on a shard of a queue of several
-// shards: BZPOPMIN on its wake-up set, whose member says what happened: work
-// became ready (the fetcher's hint of the shard is forgotten) or an earlier
-// due time was scheduled (the shard's promoter re-reads it). It runs while
-// the consumer is open, busy or not, so a busy consumer learns of new work
-// on other shards too. A wait that times out marks the shard too, for an
-// AtMostOnce queue: nothing re-arms a wake-up lost with a killed consumer
-// there (AtLeastOnce has the sweep), so a lost one costs BlockTimeout at most.
+// shards: BZPOPMIN on its wake-up set and, when the consumer promotes, on its
+// sched set too (one command: the first set that has a member gives it). A
+// wake-up says work became ready, and of which best priority; a sched member
+// says an earlier due time was scheduled (the shard's promoter re-reads it).
+//
+// It runs while the consumer is open, busy or not, so a busy consumer learns
+// of new work on other shards too. But Redis hands the one wake-up to one
+// waiting client, so a waiter whose consumer is not fetching (Run with every
+// worker busy) learns from it and, unless its consumer begins a fetch within
+// wakeHold, puts it back for a consumer that may be waiting, and pops again
+// only once its own consumer fetches (or after BlockTimeout): a wake-up is
+// never kept from an idle consumer for more than wakeHold. A wait that times out marks the shard too, for an AtMostOnce
+// queue: nothing re-arms a wake-up lost with a killed consumer there
+// (AtLeastOnce has the sweep), so a lost one costs BlockTimeout at most.
 type waiter struct {
 	s      *shard
 	i      int
@@ -327,18 +405,43 @@ type waiter struct {
 // waiterGap later (the inversion rate counts what waits 10 ms).
 const waiterGap = 2 * time.Millisecond
 
+// wakeHold is how long a waiter whose consumer is not fetching keeps a
+// wake-up before giving it back for a consumer that may be idle: long enough
+// for a consumer between two Receives, or with a worker about to free, to
+// use it; short enough that an idle consumer beside a busy one picks work up
+// within milliseconds.
+const wakeHold = 5 * time.Millisecond
+
 func (w *waiter) run(ctx context.Context) {
-	s := w.s
-	timeout := fmtSeconds(w.cfg.BlockTimeout)
+	s, fi := w.s, w.fanin
+	args := []string{s.k.wake}
+	if w.due != nil {
+		args = append(args, s.k.sched)
+	}
+	args = append(args, fmtSeconds(w.cfg.BlockTimeout))
 	var last time.Time
+	parked := false // it gave a wake-up back: wait for its consumer to fetch
 	for ctx.Err() == nil {
+		if parked {
+			parked = false
+			if fetching, began := fi.fetchState(); !fetching {
+				t := time.NewTimer(w.cfg.BlockTimeout)
+				select {
+				case <-began:
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+				continue
+			}
+		}
 		if gap := waiterGap - time.Since(last); gap > 0 && !sleepCtx(ctx, gap) {
 			return
 		}
 		last = time.Now()
 		var got []string // key, member, score; a fresh receiver per call
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+blockMargin)
-		err := s.do(wctx, radix.Cmd(&got, "BZPOPMIN", s.k.wake, timeout))
+		err := s.do(wctx, radix.Cmd(&got, "BZPOPMIN", args...))
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -350,21 +453,46 @@ func (w *waiter) run(ctx context.Context) {
 			cancel()
 			return
 		case err != nil:
+			// The wake-up may have been popped into the failed call: what
+			// the shard holds is not known any more.
 			w.report(fmt.Errorf("prioq: wait on %q: %w", s.name, err))
+			fi.raise(w.i, hintUnknown)
 			sleepCtx(ctx, w.cfg.RetryInterval)
 		case len(got) < 3:
 			if s.cfg.Mode == AtMostOnce {
-				w.fanin.raise(w.i, hintUnknown)
+				fi.raise(w.i, hintUnknown)
 			}
-		case got[1] == dueMember:
-			if w.due != nil {
-				select {
-				case w.due <- struct{}{}:
-				default:
-				}
+		case got[0] == s.k.sched:
+			select {
+			case w.due <- struct{}{}:
+			default:
 			}
 		default:
-			w.fanin.raise(w.i, wakePriority(got[2]))
+			fi.raise(w.i, wakePriority(got[2]))
+			if fetching, began := fi.fetchState(); !fetching {
+				// Kept if the consumer fetches within wakeHold (between two
+				// Receives, say), else given back.
+				t := time.NewTimer(wakeHold)
+				select {
+				case <-began:
+				case <-t.C:
+					w.giveBack(ctx, got[2])
+					parked = true
+				case <-ctx.Done():
+					w.giveBack(ctx, got[2])
+				}
+				t.Stop()
+			}
 		}
+	}
+}
+
+// giveBack puts a wake-up of score back (LT: a better one set meanwhile
+// stays), for a consumer that waits for work.
+func (w *waiter) giveBack(ctx context.Context, score string) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second) // Close waits for it
+	defer cancel()
+	if err := w.s.do(pctx, radix.Cmd(nil, "ZADD", w.s.k.wake, "LT", score, wakeMember)); err != nil {
+		w.report(fmt.Errorf("prioq: wait on %q: giving a wake-up back: %w", w.s.name, err))
 	}
 }

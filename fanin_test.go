@@ -2,7 +2,9 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +359,173 @@ func TestShardedBatchFailsPerShard(t *testing.T) {
 	require.Less(t, want[0]+want[2], int64(30), "some items fell on shard 1")
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.shards[1].k.ids)))
 	assert.Equal(t, want, shardCounts(t, q), "the failed part stored nothing, the others all")
+}
+
+// A consumer that is open but not fetching (Run with every worker busy, or
+// between Receives) does not keep a shard's wake-up from an idle consumer:
+// its waiter learns from it and gives it back. (Found by a review: the idle
+// consumer waited 9.3 s, AtLeastOnce, or 4.9 s, AtMostOnce.)
+func TestBusyConsumerDoesNotKeepTheWakeUp(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			cl := ownPool(t, ownServer(t), 16)
+			q := openQueue(t, cl, Config{Mode: m.mode, Shards: 2})
+			newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second}) // not receiving
+			time.Sleep(200 * time.Millisecond)                               // its waiters block first
+			idle := newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second})
+			ctx := ctxT(t, 3*time.Second)
+			got := make(chan error, 1)
+			go func() {
+				_, err := idle.Receive(ctx)
+				got <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // the idle one probed: both shards empty
+			start := time.Now()
+			_, err := q.Enqueue(context.Background(), []byte("x"))
+			require.NoError(t, err)
+			require.NoError(t, <-got, "the idle consumer got the message")
+			t.Logf("picked up after %v", time.Since(start))
+			assert.Less(t, time.Since(start), time.Second)
+		})
+	}
+}
+
+// downShard fails every call on shard 1's keys, as a primary that is down
+// (failing over, or lost) would.
+type downShard struct{ c radix.Client }
+
+func (d downShard) Do(ctx context.Context, a radix.Action) error {
+	for _, k := range a.Properties().Keys {
+		if strings.HasPrefix(k, "prioq/1:") {
+			return errors.New("dial tcp: connection refused (shard 1's primary is down)")
+		}
+	}
+	return d.c.Do(ctx, a)
+}
+
+// A shard that cannot be reached is reported and left alone, and the others
+// are served: before, every fetch failed while one shard's probe did.
+// (Found by a review.) When every shard is down, Receive fails.
+func TestOneShardDownTheOthersAreServed(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	good := openQueue(t, newClient(t), Config{Shards: 2})
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("k", i); good.hashShard(k) == 0 {
+			key = k
+		}
+	}
+	id, err := good.Enqueue(ctx, []byte("x"), OrderingKey(key))
+	require.NoError(t, err)
+	bad := newQueue(downShard{newClient(t)}, good.name, good.cfg)
+	var mu sync.Mutex
+	var reported []error
+	c, err := bad.NewConsumer(ConsumerConfig{RetryInterval: 100 * time.Millisecond, OnError: func(err error) {
+		mu.Lock()
+		reported = append(reported, err)
+		mu.Unlock()
+	}})
+	require.NoError(t, err)
+	defer c.Close(context.Background())
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, err := c.Receive(rctx)
+	require.NoError(t, err, "served from the healthy shard")
+	assert.Equal(t, id, m.ID)
+	require.NoError(t, m.Ack(ctx))
+	mu.Lock()
+	assert.NotEmpty(t, reported, "the down shard is reported")
+	mu.Unlock()
+
+	allDown := newQueue(downAll{}, good.name, good.cfg)
+	c2, err := allDown.NewConsumer(ConsumerConfig{RetryInterval: 100 * time.Millisecond, OnError: func(error) {}})
+	require.NoError(t, err)
+	defer c2.Close(context.Background())
+	_, err = c2.Receive(rctx)
+	assert.ErrorContains(t, err, "every shard is down")
+}
+
+// downAll fails every call.
+type downAll struct{}
+
+func (downAll) Do(context.Context, radix.Action) error {
+	return errors.New("dial tcp: connection refused (every shard is down)")
+}
+
+// A consumer that does not promote leaves a shard's "earlier due time"
+// signal to the consumers that do: before, its waiter popped it from the
+// wake-up set and dropped it, and the promoter slept until its old head's
+// due time (20 s here). (Found by a review.)
+func TestNoPromoterConsumerLeavesTheDueSignal(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	cl := ownPool(t, ownServer(t), 16)
+	q := openQueue(t, cl, Config{Shards: 2})
+	_, err := q.Enqueue(ctx, []byte("late"), Delay(20*time.Second), OrderingKey("k"))
+	require.NoError(t, err)
+	newConsumer(t, q, ConsumerConfig{NoPromoter: true}) // its waiters block first
+	time.Sleep(200 * time.Millisecond)
+	newConsumer(t, q, ConsumerConfig{}) // the one that promotes
+	time.Sleep(500 * time.Millisecond)  // its promoter read the 20 s head and sleeps
+	_, err = q.Enqueue(ctx, []byte("soon"), Delay(100*time.Millisecond), OrderingKey("k"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		return st.Ready+st.InFlight > 0
+	}, 2*time.Second, 20*time.Millisecond, "the message due in 100 ms was promoted")
+}
+
+// An AtMostOnce consumer of a sharded queue that gives back what it holds
+// (Close) sets the shard's wake-up, so an idle consumer that found the
+// shards empty takes it at once, not after its wait times out. (Found by a
+// review.)
+func TestShardedGiveBackWakesAnIdleConsumer(t *testing.T) {
+	cl := ownPool(t, ownServer(t), 16)
+	q := openQueue(t, cl, Config{Mode: AtMostOnce, Shards: 2})
+	a, err := q.NewConsumer(ConsumerConfig{NoPromoter: true, BlockTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	id := holdOne(t, q, a)
+	b := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 5 * time.Second})
+	ctx := ctxT(t, 10*time.Second)
+	got := make(chan *Message, 1)
+	go func() {
+		m, _ := b.Receive(ctx)
+		got <- m
+	}()
+	time.Sleep(200 * time.Millisecond) // b probed: both shards empty
+	start := time.Now()
+	require.NoError(t, a.Close(ctx))
+	m := <-got
+	require.True(t, m != nil)
+	assert.Equal(t, id, m.ID)
+	t.Logf("taken %v after the give-back", time.Since(start))
+	assert.Less(t, time.Since(start), time.Second)
+}
+
+// A shard's sched key is a sorted set: every script that meets it takes it
+// as one (a purge failed with WRONGTYPE once a delayed message had been
+// scheduled, found by the cluster suite).
+func TestShardedSchedIsASortedSet(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Shards: 2, MaxAttempts: 3})
+	for i := range 6 {
+		_, err := q.Enqueue(ctx, []byte("later"), Delay(time.Hour), OrderingKey(fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	for _, s := range q.shards {
+		var typ string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&typ, "TYPE", s.k.sched)))
+		assert.Equal(t, "zset", typ)
+	}
+	// A retry with a delay schedules in the sched set too (fail.lua).
+	_, err := q.Enqueue(ctx, []byte("now"))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Retry(ctx, time.Minute, "later"))
+	n, err := q.Purge(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(7), n)
 }

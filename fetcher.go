@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -508,6 +509,19 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 			pending, wait = failed, min(2*wait, 100*time.Millisecond)
 		} else {
 			lost = failed
+		}
+	}
+	if back := len(held) - len(lost); back > 0 && q.wakes() {
+		// A queue of several shards: its consumers learn of work from the
+		// wake-up, not from a blocking pop on the lanes.
+		best := int64(math.MinInt64)
+		for _, m := range held {
+			if !slices.Contains(lost, m) {
+				best = max(best, m.Priority)
+			}
+		}
+		if werr := q.do(ctx, radix.Cmd(nil, "ZADD", q.k.wake, "LT", fmtInt(-best), wakeMember)); werr != nil {
+			f.report(fmt.Errorf("prioq: close consumer of %q: setting the wake-up: %w", q.name, werr))
 		}
 	}
 	if len(lost) == 0 {

@@ -23,14 +23,15 @@ import (
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
-//	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled
+//	prioq:{Q}:sched     LIST    ≤ 1 marker: an earlier due time was scheduled (for a
+//	                            shard of a queue of several: a ZSET, one member "d",
+//	                            which consumers that promote watch with the wake-up)
 //	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
 //	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
 //	                            AtMostOnce with several shards); its score is minus the
 //	                            best priority made ready since a consumer last popped it
-//	                            (ZADD LT; -inf: not known). Member "d" (several shards
-//	                            only): an earlier due time was scheduled
+//	                            (ZADD LT; -inf: not known)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)

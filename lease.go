@@ -336,7 +336,7 @@ const (
 func (s *shard) fail(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
 	code := failCodeLost
 	err := s.write(ctx, failScript.Cmd(&code, s.k.failKeys, token,
-		fmtInt(leaseMs(after)), reason, strconv.Itoa(s.cfg.MaxAttempts), s.kind(), op))
+		fmtInt(leaseMs(after)), reason, strconv.Itoa(s.cfg.MaxAttempts), s.kind(), op, s.armFlag()))
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return failCodeLost, err
 	}

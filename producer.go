@@ -493,13 +493,26 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
 	p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countEnqueued, strconv.Itoa(len(ps))))
+	armed := int64(-1) // the wake-up's ZADD reply; -1 until it arrives
+	var arm func() radix.Action
 	if s.wakes() {
 		// The best priority made ready (Levels: a lane), for the consumers of
 		// a queue of several shards: see wake in lua/lib.lua.
 		best := slices.Max(order)
-		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "LT", strconv.Itoa(-best), wakeMember))
+		arm = func() radix.Action {
+			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", strconv.Itoa(-best), wakeMember)
+		}
+		p.Append(arm())
 	}
 	err, notRepl := s.writeWait(ctx, p)
+	// (Replies are read only after a reply: an abandoned call may still
+	// write them.)
+	if arm != nil && isRedirect(err) && armed < 0 && slices.ContainsFunc(order, func(l int) bool { return *length[l] > 0 }) {
+		// Messages were stored but a cluster node refused the wake-up (its
+		// key had moved on while the lanes had not): set it again, or idle
+		// consumers would not hear of them. The enqueue stands either way.
+		_ = s.do(ctx, arm())
+	}
 	for j, m := range ps {
 		i := idx[j]
 		if err != nil && !(isReply(err) && *length[m.lane] > 0) {

@@ -28,9 +28,10 @@ type promoter struct {
 	keepsMeta bool // the queue's meta key is its to keep (shard 0, AtMostOnce)
 
 	// woken, for a queue of several shards, is how the consumer's one wait
-	// on the shard (fanin.go waiter) says an earlier due time was scheduled;
-	// the promoter then does not block on the sched marker itself, and
-	// re-reads the next due time every PromoteWait.
+	// on the shard (fanin.go waiter, which watches the shard's sched set
+	// beside its wake-up set) says an earlier due time was scheduled; the
+	// promoter then does not block itself, and re-reads the next due time
+	// every PromoteWait.
 	woken <-chan struct{}
 }
 
@@ -128,11 +129,12 @@ func (p *promoter) rearm() {
 	defer cancel()
 	err := q.doPipeline(ctx, func() *radix.Pipeline {
 		pl := radix.NewPipeline()
+		if q.sharded() { // the sched key is a sorted set there
+			pl.Append(radix.Cmd(nil, "ZADD", q.k.sched, "0", dueMember))
+			return pl
+		}
 		pl.Append(radix.Cmd(nil, "RPUSH", q.k.sched, schedMarker))
 		pl.Append(radix.Cmd(nil, "LTRIM", q.k.sched, "-1", "-1"))
-		if p.woken != nil {
-			pl.Append(radix.Cmd(nil, "ZADD", q.k.wake, "0", dueMember))
-		}
 		return pl
 	})
 	if err != nil {

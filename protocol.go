@@ -34,6 +34,11 @@ const (
 	argYes = "1"
 	argNo  = "0"
 
+	// argSharded is a script's arm flag for a shard of a queue of several:
+	// arm the wake-up set (as argYes), and signal an earlier due time in the
+	// sched key, a sorted set there (see keys.go).
+	argSharded = "2"
+
 	// wakeMember is the one member of the wake-up set: adding it wakes a
 	// waiting AtLeastOnce consumer.
 	wakeMember = "w"
@@ -63,9 +68,10 @@ const (
 	// reply when asked for it.
 	replyTop = "top"
 
-	// dueMember is the wake-up set's member that says an earlier due time was
-	// scheduled: consumers of a queue of several shards wake their promoter
-	// for it (their one blocking wait per shard watches the wake-up set).
+	// dueMember is the one member of the sched set of a shard of a queue of
+	// several: an earlier due time was scheduled. A consumer's one blocking
+	// wait per shard watches the wake-up set and, when the consumer
+	// promotes, this set too, and wakes its promoter for it.
 	dueMember = "d"
 
 	// What dead.lua does: requeue dead letters, or purge them.
@@ -106,6 +112,8 @@ func luaConstants() string {
 	num("KIND_LEVELS", mustAtoi(argKindLevels))
 	num("KIND_RANGE", mustAtoi(argKindRange))
 	str("YES", argYes)
+	str("NO", argNo)
+	str("SHARDED", argSharded)
 	str("WAKE", wakeMember)
 	str("SCHED", schedMarker)
 	str("PAUSE", pauseMember)

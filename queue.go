@@ -586,7 +586,7 @@ func (q *Queue) sumShards(f func(s *shard) (int64, error)) (int64, error) {
 // purge is Purge of one shard.
 func (s *shard) purge(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.do(ctx, purgeScript.Cmd(&n, s.k.purgeKeys, s.kind())); err != nil {
+	if err := s.do(ctx, purgeScript.Cmd(&n, s.k.purgeKeys, s.kind(), s.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: purge %q: %w", s.name, err)
 	}
 	return n, nil

@@ -73,12 +73,21 @@ func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 // (they wait on each shard's wake-up set instead of popping its lanes).
 func (s *shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 }
 
+// armFlag is the scripts' arm flag: argNo (AtMostOnce, one shard: consumers
+// block on the lanes), argYes (arm the wake-up set), argSharded (that, and
+// the sched key is a sorted set: a shard of a queue of several).
 func (s *shard) armFlag() string {
-	if s.wakes() {
+	switch {
+	case s.cfg.Shards > 1:
+		return argSharded
+	case s.wakes():
 		return argYes
 	}
 	return argNo
 }
+
+// sharded reports whether s is a shard of a queue of several.
+func (s *shard) sharded() bool { return s.cfg.Shards > 1 }
 
 // decodeLaneEntry decodes what a lane holds: the envelope itself in a level
 // list, seq‖envelope in a segment.

@@ -9,7 +9,7 @@
 -- ARGV[1]   'requeue' or 'purge'
 -- ARGV[2]   id to act on, or '' for every record
 -- ARGV[3]   1 = lanes are lists, 2 = sorted sets
--- ARGV[4]   1 = arm the consumer wake-up
+-- ARGV[4]   1 or 2 = arm the consumer wake-up (2: a shard of a queue of several)
 -- Returns: how many records were handled (for one id: 1, 0 when no record
 -- has it, -1 when only records that do not say their lane have it, -2 when
 -- only records whose lane key holds the wrong type have it). A requeued
@@ -21,7 +21,7 @@
 -- Every key is checked first (lane keys: each one a record needs, by TYPE, a
 -- read); in each step the record leaves the dead list (freeing memory) before
 -- anything is written elsewhere. O(dead list).
-local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == YES
+local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] ~= NO
 local nlanes = #KEYS - 4
 local usable = lane_checker(5, kind)
 need(KEYS[1], 'list')

@@ -5,11 +5,12 @@
 -- KEYS[2]   prioq:{Q}:seq      STRING
 -- KEYS[3]   prioq:{Q}:delayed  ZSET
 -- KEYS[4]   prioq:{Q}:dstore   HASH
--- KEYS[5]   prioq:{Q}:sched    LIST
+-- KEYS[5]   prioq:{Q}:sched    LIST (ZSET for a shard of a queue of several)
 -- KEYS[6]   prioq:{Q}:wake     ZSET
 -- KEYS[7]   prioq:{Q}:counts   HASH
 -- KEYS[8..] the lane keys this batch uses
--- ARGV[1]   1 = arm the consumer wake-up (AtLeastOnce), 0 = consumers block on lanes
+-- ARGV[1]   1 = arm the consumer wake-up (AtLeastOnce), 0 = consumers block on
+--           lanes, 2 = arm it, and this is a shard of a queue of several
 -- ARGV[2]   1 = lanes are lists (levels), 2 = sorted sets (range)
 -- ARGV[3]   message count (Go caps it at MaxBatch), then 7 fields per message:
 --           id, caller id (0/1), due, lane (index into all lanes), KEYS index
@@ -20,7 +21,7 @@
 -- All or none: every key the batch writes is checked first, so a key of the
 -- wrong type fails the call before its first write. At maxmemory the first
 -- write is refused and nothing is stored.
-local arm, kind, n = ARGV[1] == YES, tonumber(ARGV[2]), tonumber(ARGV[3])
+local arm, sharded, kind, n = ARGV[1] ~= NO, ARGV[1] == SHARDED, tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, nowc -- the server's clock, read only when a message has a due time
 
 -- Read and check: when each message is due (false: ready now), which keys
@@ -59,10 +60,9 @@ if callers then
   need(KEYS[1], 'set')
   need(KEYS[4], 'hash')
 end
-if delayed then need_delayed(KEYS[3], KEYS[4], KEYS[5]) end
+if delayed then need_delayed(KEYS[3], KEYS[4], KEYS[5], sharded) end
 if seqs > 0 then need_seq(KEYS[2], seqs) end
 if arm then need(KEYS[6], 'zset') end
-local wake = arm and KEYS[6] or nil
 
 -- Write. One INCRBY reserves the batch's sequence numbers, in batch order.
 local seq = 0
@@ -87,7 +87,7 @@ for i = 0, n - 1 do
     out[#out + 1] = 1
     stored = stored + 1
     if due then
-      earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, wake)
+      earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, sharded)
     else
       if kind == KIND_LEVELS then add(ki, '', env) else add(ki, score, seqbytes(seq) .. env) end
       local p = prio_of(lane, score, kind)

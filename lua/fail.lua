@@ -8,7 +8,7 @@
 -- KEYS[4]   prioq:{Q}:dstore    HASH
 -- KEYS[5]   prioq:{Q}:dead      LIST
 -- KEYS[6]   prioq:{Q}:wake      ZSET
--- KEYS[7]   prioq:{Q}:sched     LIST
+-- KEYS[7]   prioq:{Q}:sched     LIST (ZSET for a shard of a queue of several)
 -- KEYS[8]   prioq:{Q}:seq       STRING
 -- KEYS[9..] every lane key, lane 0 first
 -- ARGV[1]   lease token
@@ -18,12 +18,14 @@
 -- ARGV[5]   1 = lanes are lists, 2 = sorted sets
 -- ARGV[6]   'retry', 'dead' (no more attempts) or 'bury' (dead, keeping the
 --           envelope byte for byte: it did not decode)
+-- ARGV[7]   2 = a shard of a queue of several (the sched key is a ZSET), else 1
 -- Returns: 0 lease lost (nothing changed), 1 requeued or delayed, 2 dead.
 -- The lease and its record are read and every key to write is checked before
 -- the first write, which removes the lease (freeing memory: a retry runs at
 -- maxmemory). A record that does not parse, or whose lane key holds the wrong
 -- type, goes to the dead letters.
 local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local sharded = ARGV[7] == SHARDED
 local now, nowc = now_ms()
 local nlanes = #KEYS - 8
 local off = 0
@@ -82,7 +84,7 @@ local function requeue()
 end
 
 if delay <= 0 then return requeue() end
-need_delayed(KEYS[3], KEYS[4], KEYS[7])
+need_delayed(KEYS[3], KEYS[4], KEYS[7], sharded)
 need(KEYS[6], 'zset')
 -- The store is keyed by id: a record there under this id belongs to another
 -- live message (one enqueued by an earlier version could share the id), and
@@ -90,5 +92,5 @@ need(KEYS[6], 'zset')
 if redis.call('HEXISTS', KEYS[4], id) == 1 then return requeue() end
 need_seq(KEYS[8], 1)
 finish()
-schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env, nil, KEYS[6])
+schedule(KEYS[3], KEYS[4], KEYS[7], nowc + delay, redis.call('INCR', KEYS[8]), id, lane, score, env, nil, sharded)
 return 1

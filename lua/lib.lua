@@ -189,22 +189,24 @@ local function lane_range(key, kind, a, b)
 end
 
 -- need_delayed checks the keys schedule writes: the delayed set, the store
--- of delayed records, the sched marker list.
-local function need_delayed(delayed, dstore, sched)
+-- of delayed records, the sched marker (a list; for a shard of a queue of
+-- several, sharded, a sorted set).
+local function need_delayed(delayed, dstore, sched, sharded)
   need(delayed, 'zset')
   need(dstore, 'hash')
-  need(sched, 'list')
+  if sharded then need(sched, 'zset') else need(sched, 'list') end
 end
 
 -- schedule stores a delayed message (its member in the delayed set, its
 -- record "lane|score|" seq‖envelope in dstore) and wakes a promoter when it
 -- comes due before the set's head did: the promoters sleep until the head's
 -- due time. The sched marker is a list of length ≤ 1, so it stays bounded;
--- given the wake-up set (wake), the DUE member goes there too, for the
--- consumers of a queue of several shards, which wait on that set alone.
+-- for a shard of a queue of several (sharded) it is a sorted set whose one
+-- member is DUE, which a consumer's one blocking wait per shard watches
+-- beside the wake-up set when that consumer promotes.
 -- earliest is the head's due time as last seen (nil: read it here); schedule
 -- returns it as it is now, for the next message of a batch.
-local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest, wake)
+local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest, sharded)
   if earliest == nil then
     local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
     earliest = head[2] and tonumber(head[2]) or math.huge
@@ -213,8 +215,11 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
   redis.call('HSET', dstore, id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
   if due < earliest then
     earliest = due
-    if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, SCHED) end
-    if wake then redis.call('ZADD', wake, 0, DUE) end
+    if sharded then
+      redis.call('ZADD', sched, 0, DUE)
+    elseif redis.call('LLEN', sched) == 0 then
+      redis.call('RPUSH', sched, SCHED)
+    end
   end
   return earliest
 end

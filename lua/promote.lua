@@ -9,7 +9,8 @@
 -- KEYS[6..] every lane key, lane 0 first
 -- ARGV[1]   '' (the server's now), or a time in ms (tests run a virtual clock)
 -- ARGV[2]   batch limit (Go caps it at MaxBatch)
--- ARGV[3]   1 = arm the consumer wake-up (AtLeastOnce)
+-- ARGV[3]   1 or 2 = arm the consumer wake-up (AtLeastOnce, or a shard of a
+--           queue of several), 0 = not
 -- ARGV[4]   1 = lanes are lists, 2 = sorted sets
 -- Returns: {moved, ms until the next due time (0 when due now) or -1 when
 -- nothing is delayed, the server's now (ms)}: the promoter's timer runs on
@@ -22,7 +23,7 @@
 -- set and its store, which frees memory, so promotion runs at maxmemory.
 local now = tonumber(ARGV[1])
 if not now then now = now_ms() end
-local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] == YES, tonumber(ARGV[4])
+local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] ~= NO, tonumber(ARGV[4])
 local nlanes = #KEYS - 5
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 local moved = 0

@@ -4,9 +4,10 @@
 -- KEYS[1]   prioq:{Q}:ids      SET
 -- KEYS[2]   prioq:{Q}:delayed  ZSET
 -- KEYS[3]   prioq:{Q}:dstore   HASH
--- KEYS[4]   prioq:{Q}:sched    LIST
+-- KEYS[4]   prioq:{Q}:sched    LIST (ZSET for a shard of a queue of several)
 -- KEYS[5..] every lane key
 -- ARGV[1]   1 = lanes are lists, 2 = sorted sets
+-- ARGV[2]   2 = a shard of a queue of several, else 1
 -- Returns: how many messages were deleted. In-flight and dead messages stay,
 -- and so do their caller ids: only the ids of the messages deleted are
 -- released, which takes reading them (O(waiting messages)) unless no caller id
@@ -17,7 +18,7 @@ if kind == KIND_RANGE then off = SEQ_LEN end
 need(KEYS[1], 'set')
 need(KEYS[2], 'zset')
 need(KEYS[3], 'hash')
-need(KEYS[4], 'list')
+if ARGV[2] == SHARDED then need(KEYS[4], 'zset') else need(KEYS[4], 'list') end
 for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
 
 local n = redis.call('ZCARD', KEYS[2])
