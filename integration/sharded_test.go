@@ -303,15 +303,7 @@ func checkShardStats(t *testing.T, c *testCluster, q *prioq.Queue, st prioq.Stat
 // through MIGRATING/IMPORTING, ASK and TRYAGAIN). Callers see no error,
 // nothing acknowledged is lost, nothing is stuck.
 func TestShardedClusterLiveResharding(t *testing.T) {
-	leakCheck(t)
-	c := newTestCluster(t, 3, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := c.client(ctx, 32)
-	q, err := prioq.Open(ctx, cl, queueName(t), prioq.Config{Layout: prioq.Levels(5), Shards: 6})
-	require.NoError(t, err)
-	l := startShardLoad(t, ctx, q, 3, 2, 500*time.Microsecond)
-	time.Sleep(time.Second)
+	c, q, l := loadedCluster(t, 6)
 	slots := q.ShardSlots()
 	var moves []string
 	for _, shard := range []int{0, 3} {
@@ -321,12 +313,37 @@ func TestShardedClusterLiveResharding(t *testing.T) {
 		moves = append(moves, fmt.Sprintf("shard %d (slot %d) to %s in %v", shard, slots[shard], to.addr(), took.Round(time.Millisecond)))
 		time.Sleep(500 * time.Millisecond)
 	}
+	l.finishUnseen(t, "resharding under load: "+strings.Join(moves, "; "))
+}
+
+// loadedCluster starts a cluster of 3 primaries, a queue of shards shards on
+// it, and 3 producers and 2 consumers that run for a second before it
+// returns.
+func loadedCluster(t *testing.T, shards int) (*testCluster, *prioq.Queue, *shardLoad) {
+	t.Helper()
+	leakCheck(t)
+	c := newTestCluster(t, 3, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	q, err := prioq.Open(ctx, c.client(ctx, 32), queueName(t), prioq.Config{Layout: prioq.Levels(5), Shards: shards})
+	require.NoError(t, err)
+	l := startShardLoad(t, ctx, q, 3, 2, 500*time.Microsecond)
+	time.Sleep(time.Second)
+	return c, q, l
+}
+
+// finishUnseen lets the load run a second more, stops it, waits for every
+// acknowledged message, and checks that what happened meanwhile (a cluster
+// event) went unseen: nothing lost or stuck, no error for producers or
+// consumers, nothing delivered twice.
+func (l *shardLoad) finishUnseen(t *testing.T, what string) {
+	t.Helper()
 	time.Sleep(time.Second)
 	l.stop()
 	lost, dup := l.drained(t, 30*time.Second)
 	l.wait()
-	t.Logf("resharding under load: %s; %d enqueued, %d lost, %d twice; %d enqueue errors %q, %d background errors %q",
-		strings.Join(moves, "; "), len(l.acked), lost, dup, len(l.enqErr), firstFew(l.enqErr), len(l.bgErr), firstFew(l.bgErr))
+	t.Logf("%s; %d enqueued, %d lost, %d twice; %d enqueue errors %q, %d background errors %q",
+		what, len(l.acked), lost, dup, len(l.enqErr), firstFew(l.enqErr), len(l.bgErr), firstFew(l.bgErr))
 	assert.Zero(t, lost, "nothing acknowledged lost, nothing stuck")
 	assert.Zero(t, len(l.enqErr), "producers see no error: %q", firstFew(l.enqErr))
 	assert.Zero(t, len(l.bgErr), "consumers report no error (a redirect, a stalled call, a lease lost): %q", firstFew(l.bgErr))
@@ -336,35 +353,18 @@ func TestShardedClusterLiveResharding(t *testing.T) {
 
 // A primary is added and shards are moved to it (a rebalance) under load.
 func TestShardedClusterAddPrimary(t *testing.T) {
-	leakCheck(t)
-	c := newTestCluster(t, 3, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := c.client(ctx, 32)
-	q, err := prioq.Open(ctx, cl, queueName(t), prioq.Config{Layout: prioq.Levels(5), Shards: 8})
-	require.NoError(t, err)
-	l := startShardLoad(t, ctx, q, 3, 2, 500*time.Microsecond)
-	time.Sleep(time.Second)
+	c, q, l := loadedCluster(t, 8)
 	added := c.addPrimary()
 	slots := q.ShardSlots()
 	for _, shard := range []int{1, 5} {
 		c.moveSlot(slots[shard], added, 4, 20*time.Millisecond)
 	}
-	time.Sleep(time.Second)
-	l.stop()
-	lost, dup := l.drained(t, 30*time.Second)
-	l.wait()
 	perPrimary := map[string]int{}
 	for _, slot := range slots {
 		perPrimary[c.ownerOf(slot)]++
 	}
-	t.Logf("primary added, 2 shards moved to it: shards per primary %v; %d enqueued, %d lost, %d twice; %d enqueue errors, %d background errors %q",
-		perPrimary, len(l.acked), lost, dup, len(l.enqErr), len(l.bgErr), firstFew(l.bgErr))
+	l.finishUnseen(t, fmt.Sprintf("primary added, 2 shards moved to it: shards per primary %v", perPrimary))
 	assert.Equal(t, 2, perPrimary[added.addr()])
-	assert.Zero(t, lost)
-	assert.Zero(t, len(l.enqErr), "producers see no error: %q", firstFew(l.enqErr))
-	assert.Zero(t, len(l.bgErr), "consumers report no error (a redirect, a stalled call, a lease lost): %q", firstFew(l.bgErr))
-	assert.Zero(t, dup, "no consumer fault: nothing delivered twice")
 }
 
 // The first calls redirected to a new primary, many at once: none waits for
