@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 )
 
@@ -36,14 +37,19 @@ import (
 // bounded by Close's ctx. A take queued behind another consumer's and not sent
 // yet is dropped at once; one sent is waited for, and what it took given back.
 type Consumer struct {
-	q   *Queue
-	cfg ConsumerConfig
+	q    *Queue // nil for a MultiConsumer's
+	cfg  ConsumerConfig
+	name string  // for errors and logs: the queue's name, or "multi"
+	mode Mode    // its queues'
+	qcfg *Config // its queue's (CallTimeout, Logger)
 
 	bg     context.Context // ends on Close: background work and AtLeastOnce waits
 	stop   context.CancelFunc
 	bgDone sync.WaitGroup
 
 	fetcher *fetcher
+
+	releasePool func() // gives back its blocking connections' reservation (pool.go)
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
@@ -66,7 +72,11 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			}
 		}
 	}
-	c := &Consumer{q: q, cfg: cfg}
+	release, err := reserveBlocking(context.Background(), q.shards[0].c, fmt.Sprintf("a consumer of %q", q.name), q.blockingNeeds(cfg))
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer{q: q, cfg: cfg, name: q.name, mode: q.cfg.Mode, qcfg: &q.cfg, releasePool: release}
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
 	sharded := len(q.shards) > 1
@@ -92,6 +102,38 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	return c, nil
 }
 
+// blockingNeeds says how many blocking connections a consumer of q with cfg
+// holds at most, per node: a queue of one shard waits for work (a blocking pop
+// or the wake-up) and, unless NoPromoter, for the sched marker; a queue of
+// several waits once per shard (fanin.go's waiter).
+func (q *Queue) blockingNeeds(cfg ConsumerConfig) []blockingNeed {
+	nodes := q.ShardNodes()
+	byNode := map[string]int{}
+	var out []blockingNeed
+	for i, s := range q.shards {
+		n := 1
+		if len(q.shards) == 1 && !cfg.NoPromoter {
+			n = 2
+		}
+		j, seen := byNode[nodes[i]]
+		if !seen {
+			j = len(out)
+			byNode[nodes[i]] = j
+			out = append(out, blockingNeed{node: nodes[i], key: s.k.slotKey()})
+		}
+		out[j].n += n
+	}
+	if !reflect.TypeOf(q.shards[0].c).Comparable() {
+		return out
+	}
+	blockingMu.Lock()
+	for i, s := range q.shards {
+		s.blockUse.CompareAndSwap(nil, usesOf(s.c, nodes[i]))
+	}
+	blockingMu.Unlock()
+	return out
+}
+
 func (c *Consumer) goBackground(f func(context.Context)) {
 	c.bgDone.Add(1)
 	go func() {
@@ -104,8 +146,8 @@ func (c *Consumer) report(err error) {
 	if err == nil {
 		return
 	}
-	c.q.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "prioq: background error",
-		slog.String("queue", c.q.name), slog.Any("error", err))
+	c.qcfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "prioq: background error",
+		slog.String("queue", c.name), slog.Any("error", err))
 	if c.cfg.OnError != nil {
 		c.cfg.OnError(err)
 	}
@@ -158,11 +200,12 @@ func (c *Consumer) Close(ctx context.Context) error {
 	if !first {
 		return nil
 	}
-	if c.q.cfg.Mode == AtLeastOnce {
+	defer c.releasePool()
+	if c.mode == AtLeastOnce {
 		c.stop() // interrupts the wake-up wait
 	}
 	fail := func(step string) error {
-		return fmt.Errorf("prioq: close consumer of %q: %s: %w", c.q.name, step, ctx.Err())
+		return fmt.Errorf("prioq: close consumer of %q: %s: %w", c.name, step, ctx.Err())
 	}
 	if running != nil {
 		select {
@@ -177,7 +220,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	if held := c.fetcher.takeHeld(); len(held) > 0 {
 		// A give-back of its own: Close's ctx may end, or have ended, and an
 		// AtMostOnce message exists nowhere else.
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.q.cfg.CallTimeout)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.qcfg.CallTimeout)
 		gave := make(chan error, 1)
 		go func() {
 			defer cancel()

@@ -56,6 +56,11 @@ var (
 	ErrLeaseLost = errors.New("prioq: lease lost")
 	// ErrClosed is returned by a Consumer after Close.
 	ErrClosed = errors.New("prioq: consumer closed")
+	// ErrPoolTooSmall is returned by NewConsumer and NewMultiConsumer when the
+	// client's pool cannot hold the consumer's blocking connections beside
+	// those of its other consumers and one for every other call: started, the
+	// consumers would hold every connection and starve enqueues and acks.
+	ErrPoolTooSmall = errors.New("prioq: pool too small for the consumers' blocking connections")
 	// ErrSkipRetry, wrapped in a handler's error, sends the message straight to
 	// the dead-letter list.
 	ErrSkipRetry = errors.New("prioq: do not retry")

@@ -441,7 +441,7 @@ func (w *waiter) run(ctx context.Context) {
 		last = time.Now()
 		var got []string // key, member, score; a fresh receiver per call
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+blockMargin)
-		err := s.do(wctx, radix.Cmd(&got, "BZPOPMIN", args...))
+		err := s.doBlocking(wctx, radix.Cmd(&got, "BZPOPMIN", args...))
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -28,6 +28,8 @@ type fetcher struct {
 	bg           context.Context // its consumer's: ends on Close
 	report       func(error)
 	blockTimeout string // cfg.BlockTimeout in seconds, as Redis takes it
+	callTimeout  time.Duration
+	multi        *multi // a MultiConsumer's (multi.go), else nil
 
 	mu      sync.Mutex
 	held    []*Message    // fetched but not handed out yet
@@ -43,7 +45,8 @@ type fetcher struct {
 }
 
 func newFetcher(shards []*shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
-	f := &fetcher{shards: shards, s: shards[0], cfg: cfg, bg: bg, report: report, blockTimeout: fmtSeconds(cfg.BlockTimeout)}
+	f := &fetcher{shards: shards, s: shards[0], cfg: cfg, bg: bg, report: report, blockTimeout: fmtSeconds(cfg.BlockTimeout),
+		callTimeout: shards[0].cfg.CallTimeout}
 	if len(shards) > 1 {
 		f.fanin = newFanin(len(shards))
 	}
@@ -127,13 +130,15 @@ func (f *fetcher) takeHeld() []*Message {
 // a message popped in that instant would be lost. Each fetch ends by itself
 // within BlockTimeout, or at its calls' deadlines when Redis does not answer.
 func (f *fetcher) fetch(done chan struct{}, n int) {
-	c, q := f, f.s
+	c := f
 	var msgs []*Message
 	var err error
 	switch {
+	case f.multi != nil:
+		msgs, err = f.multi.fetch(f, n)
 	case f.fanin != nil:
 		msgs, err = f.fetchFanIn(n)
-	case q.cfg.Mode == AtLeastOnce:
+	case f.s.cfg.Mode == AtLeastOnce:
 		msgs, err = f.fetchLeased(n)
 	default:
 		msgs, err = f.fetchPopped(n)
@@ -148,7 +153,7 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 		f.held = nil
 		f.mu.Unlock()
 		if len(giveBack) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout)
 			if err := f.giveBack(ctx, giveBack); err != nil {
 				c.report(err)
 			}
@@ -273,13 +278,13 @@ func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 	switch {
 	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
 		var r [][]byte
-		err = q.do(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
+		err = q.doBlocking(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
 		if err == nil && len(r) == 2 {
 			key, entries = string(r[0]), r[1:]
 		}
 	case n == 1: // BZPOPMIN: Redis ≥ 5.0
 		var r [][]byte
-		err = q.do(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
+		err = q.doBlocking(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
 		if err == nil && len(r) == 3 {
 			key, entries = string(r[0]), r[1:2]
 		}
@@ -289,7 +294,7 @@ func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 		if q.isRange() {
 			var pairs [][][]byte // [member, score] pairs
 			mb.Rcv = radix.Tuple{&key, &pairs}
-			err = q.do(ctx, blockingCmd.Cmd(&mb, "BZMPOP", append(args, "MIN", "COUNT", strconv.Itoa(n))...))
+			err = q.doBlocking(ctx, blockingCmd.Cmd(&mb, "BZMPOP", append(args, "MIN", "COUNT", strconv.Itoa(n))...))
 			if err == nil {
 				for _, p := range pairs {
 					if len(p) > 0 {
@@ -299,7 +304,7 @@ func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 			}
 		} else {
 			mb.Rcv = radix.Tuple{&key, &entries}
-			err = q.do(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
+			err = q.doBlocking(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
 		}
 	}
 	return key, entries, err
@@ -372,7 +377,7 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 	for {
 		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+blockMargin)
 		var got []string
-		err := q.do(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
+		err := q.doBlocking(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
 		cancel()
 		if err != nil {
 			if c.bg.Err() != nil {
@@ -400,10 +405,10 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 // are returned. If that fails too, the id stays taken until Purge; the error
 // goes to OnError.
 func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
-	if f.s.cfg.Mode != AtMostOnce {
-		return
-	}
 	for s, group := range byShard(msgs) {
+		if s.cfg.Mode != AtMostOnce {
+			continue
+		}
 		var ids []string
 		for _, m := range group {
 			if m.callerID {

@@ -126,6 +126,12 @@ var (
 	topSrc    string
 	topScript = newScript(topSrc)
 
+	// probe.lua starts with its flags (a shebang line), so it gets no
+	// prelude: it needs none.
+	//go:embed lua/probe.lua
+	probeSrc    string
+	probeScript = radix.NewEvalScript(probeSrc)
+
 	//go:embed lua/release.lua
 	releaseSrc    string
 	releaseScript = newScript(releaseSrc)

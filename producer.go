@@ -513,6 +513,12 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 		// consumers would not hear of them. The enqueue stands either way.
 		_ = s.do(ctx, arm())
 	}
+	if err == nil && armed == 1 {
+		// The wake-up is new: announce the work as arm_wake does (lua/lib.lua)
+		// for a MultiConsumer. Only then, so a queue being drained pays
+		// nothing; a lost announcement costs a MultiConsumer its probe's delay.
+		_ = s.do(ctx, radix.Cmd(nil, "SPUBLISH", s.k.wake, announceReady))
+	}
 	for j, m := range ps {
 		i := idx[j]
 		if err != nil && !(isReply(err) && *length[m.lane] > 0) {

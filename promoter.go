@@ -172,7 +172,7 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 	for ctx.Err() == nil {
 		var got []string // a fresh receiver per call: radix may write a late reply into it
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.PromoteWait+blockMargin)
-		err := q.do(wctx, radix.Cmd(&got, "BLPOP", q.k.sched, timeout))
+		err := q.doBlocking(wctx, radix.Cmd(&got, "BLPOP", q.k.sched, timeout))
 		cancel()
 		marker := err == nil && len(got) > 0
 		if err != nil {

@@ -43,6 +43,13 @@ const (
 	// waiting AtLeastOnce consumer.
 	wakeMember = "w"
 
+	// announceReady and announceDue are the messages published on a
+	// shard's channel (the wake-up key's name, SPUBLISH) when work is made
+	// ready there and when an earlier due time is scheduled: what a
+	// MultiConsumer (multi.go) listens to.
+	announceReady = "r"
+	announceDue   = "d"
+
 	// schedMarker is the one element of the sched list: pushing it wakes
 	// the promoters, because a message now comes due earlier.
 	schedMarker = "1"
@@ -115,6 +122,8 @@ func luaConstants() string {
 	str("NO", argNo)
 	str("SHARDED", argSharded)
 	str("WAKE", wakeMember)
+	str("ANNOUNCE_READY", announceReady)
+	str("ANNOUNCE_DUE", announceDue)
 	str("SCHED", schedMarker)
 	str("PAUSE", pauseMember)
 	str("FAIL_RETRY", failRetry)

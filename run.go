@@ -145,7 +145,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.report(fmt.Errorf("prioq: AfterFinish callback for %q in %q panicked: %v", m.ID, c.q.name, r))
+			c.report(fmt.Errorf("prioq: AfterFinish callback for %q in %q panicked: %v", m.ID, m.s.name, r))
 		}
 	}()
 	f(o, err)
@@ -155,9 +155,9 @@ func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, er
 // unless the handler did so itself, and returns the outcome with its error
 // (see AfterFinish).
 func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Outcome, error) {
-	if c.q.cfg.Mode != AtLeastOnce {
+	if c.mode != AtLeastOnce {
 		if herr != nil {
-			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, c.q.name, herr))
+			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, m.s.name, herr))
 			return OutcomeFailed, herr
 		}
 		return OutcomeAcked, nil
@@ -183,7 +183,7 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr error) error {
 	// Finishing must outlive the handler's context (which may have ended at the
 	// lease deadline): a short context of its own.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.q.cfg.CallTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.qcfg.CallTimeout)
 	defer cancel()
 	var err error
 	if herr == nil {
@@ -194,7 +194,7 @@ func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr erro
 		if skip || m.LastAttempt() {
 			level, msg = slog.LevelWarn, "prioq: message dead-lettered"
 		}
-		c.q.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", c.q.name),
+		c.qcfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", m.s.name),
 			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", herr))
 		if skip {
 			err = m.fail(fctx, 0, herr.Error(), failDead)
@@ -203,7 +203,7 @@ func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr erro
 		}
 	}
 	if err != nil {
-		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, c.q.name, err))
+		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, m.s.name, err))
 	}
 	return err
 }

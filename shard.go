@@ -45,6 +45,10 @@ type shard struct {
 	takes  takeMergers
 
 	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
+
+	// blockUse counts the blocking commands waiting on its node's pool
+	// (pool.go), set by the first consumer.
+	blockUse atomic.Pointer[poolUse]
 }
 
 func newShard(c Client, name string, cfg *Config, k keySet) *shard {

@@ -37,12 +37,13 @@ func (s *shard) take(ctx context.Context, lanes []string, n int, lease time.Dura
 // the first popLanes only (0: all) but looks at all for the best priority
 // left when top asks it; lease 0 takes without a lease (AtMostOnce).
 type takeArgs struct {
-	lanes    []string
-	n        int
-	lease    time.Duration
-	popLanes int
-	top      bool
-	floor    string // the lowest priority to take ('' for any): see take.lua
+	lanes     []string
+	n         int
+	lease     time.Duration
+	popLanes  int
+	top       bool
+	floor     string // the lowest priority to take ('' for any): see take.lua
+	claimWake bool   // remove the wake-up member first (a MultiConsumer: see take.lua)
 }
 
 // takeReply is what a take got, with the best priority left in the shard's
@@ -59,12 +60,15 @@ type takeReply struct {
 func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
 	keys := append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
 	start := time.Now()
-	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor}
+	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor, argNo}
 	if a.lease > 0 {
 		args[0] = fmtInt(leaseMs(a.lease))
 	}
 	if a.top {
 		args[4] = argYes
+	}
+	if a.claimWake {
+		args[7] = argYes
 	}
 	var raw [][]byte
 	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {

@@ -24,6 +24,16 @@ local function need(key, want)
   end
 end
 
+-- announce publishes what on the shard channel named like the wake-up key
+-- (SPUBLISH, Redis >= 7.0: the channel is in the key's slot, so it is legal
+-- in a script on a cluster, and only that shard's nodes carry it). It is a
+-- hint: pcall, so that a server without SPUBLISH or a full output buffer
+-- never fails a script after its writes; consumers that miss it find the
+-- work by their periodic probe.
+local function announce(wake, what)
+  redis.pcall('SPUBLISH', wake, what)
+end
+
 -- lane_type is the Redis type of a lane: 1 = levels (LIST), 2 = range (ZSET).
 local function lane_type(kind)
   if kind == KIND_RANGE then return 'zset' end
@@ -220,6 +230,8 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
     elseif redis.call('LLEN', sched) == 0 then
       redis.call('RPUSH', sched, SCHED)
     end
+    -- The wake-up key is the sched key's sibling (keys.go): same prefix.
+    announce(string.sub(sched, 1, #sched - #'sched') .. 'wake', ANNOUNCE_DUE)
   end
   return earliest
 end
@@ -315,8 +327,13 @@ end
 -- best priority made ready (nil: unknown, -inf), kept at the lowest score
 -- (LT) until a waiting consumer pops it: a consumer of a queue of several
 -- shards learns from it which priority a shard now holds, without asking.
+--
+-- When the member is new (no consumer had been told yet), it also announces
+-- the work on the shard channel named like the key (announce): a
+-- MultiConsumer (multi.go) learns of work in any of its thousands of queues
+-- from one subscription per node, without a blocking connection per queue.
 local function arm_wake(key, prio)
-  redis.call('ZADD', key, 'LT', prio and -prio or '-inf', WAKE)
+  if redis.call('ZADD', key, 'LT', prio and -prio or '-inf', WAKE) == 1 then announce(key, ANNOUNCE_READY) end
 end
 
 -- The script itself follows.

@@ -19,6 +19,10 @@
 -- ARGV[7]   that priority ('' for none): segments (Range) hold several
 --           priorities, so what a pop took below it goes back (same member,
 --           same score: its place is kept)
+-- ARGV[8]   YES: claim the wake-up first (remove its member), as a consumer
+--           that pops it before taking does: a MultiConsumer takes without
+--           waiting on the key, and the member must go, or no later arm_wake
+--           would announce new work
 -- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused, else
 --          {token1, member1, token2, member2, ...}, each member as it was in
 --          its lane: its attempts field counts the deliveries before this
@@ -56,6 +60,9 @@ local popLanes = tonumber(ARGV[6] or 0)
 local floor = tonumber(ARGV[7] or '')
 -- Checked before the pop: past it, a nil here would lose what was popped.
 assert(lease and count and kind and suffix and popLanes, 'take: bad arguments')
+-- Claimed before the pop: a wrong-typed wake-up key fails it here, before
+-- anything was written; ZREM frees memory, so it runs at maxmemory.
+if ARGV[8] == YES then redis.call('ZREM', KEYS[4], WAKE) end
 local FIRST = 5 -- KEYS index of the first lane
 local popLast = #KEYS -- KEYS index of the last lane a pop may take from
 if popLanes > 0 then popLast = math.min(#KEYS, FIRST - 1 + popLanes) end
@@ -254,7 +261,7 @@ if lease == 0 then
       if kind == KIND_LEVELS then out[#out + 1] = item else out[#out + 1] = item[1] end
     end
   end
-  if more then redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE) end
+  if more and redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE) == 1 then announce(KEYS[4], ANNOUNCE_READY) end
   return with_broken(out, top)
 end
 
@@ -299,5 +306,6 @@ if err then undo(err, true, false) end
 if more then
   local ok = redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
+  if ok == 1 then announce(KEYS[4], ANNOUNCE_READY) end
 end
 return with_broken(out, top)

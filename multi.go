@@ -1,0 +1,699 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// The defaults of MultiConfig.
+const (
+	// DefaultProbeInterval is MultiConfig.ProbeInterval's default.
+	DefaultProbeInterval = 2 * time.Second
+	// DefaultRescanInterval is MultiConfig.RescanInterval's default.
+	DefaultRescanInterval = 10 * time.Second
+	// probeChunk is how many shards one probe call reads: ~1-3 ms of the
+	// server's time, so other clients wait no longer than that.
+	probeChunk = 2000
+	// openWorkers is how many queues a MultiConsumer opens at once.
+	openWorkers = 16
+)
+
+// MultiConfig configures a MultiConsumer. Queues, Pattern or both name what it
+// serves.
+type MultiConfig struct {
+	// Queues are served in this order when Weights is nil: a message of an
+	// earlier queue is always taken before one of a later queue (strict),
+	// whatever their priorities; within a queue, its priorities rule.
+	Queues []string
+
+	// Pattern, when set, adds every queue whose name matches it (path.Match
+	// syntax: * ? [a-z]), found at start and every RescanInterval, after
+	// Queues in strict order, in name order among themselves.
+	Pattern string
+
+	// Weights, when set, serves the queues that have ready work in a
+	// weighted random draw instead (a queue not named weighs 1; 0 is served
+	// only when no other queue has work), as asynq's queue priorities do.
+	Weights map[string]int
+
+	// Consumer configures leases, Run's workers, retries and background work
+	// as for a consumer of one queue; Weights (lane weights) and NoPromoter
+	// are not supported here.
+	Consumer ConsumerConfig
+
+	// Queue configures the calls made on the queues (CallTimeout,
+	// WaitReplicas, Logger, ...); their layout, mode and shards are read from
+	// Redis, as OpenExisting does.
+	Queue Config
+
+	// ProbeInterval is how often every queue is probed (one call per 2,000
+	// shards and node): the due times and lease deadlines it reads drive
+	// promotions and sweeps, and ready work whose announcement was missed is
+	// found by it. Defaults to DefaultProbeInterval.
+	ProbeInterval time.Duration
+
+	// RescanInterval is how often Pattern is listed again (SCAN). Defaults
+	// to DefaultRescanInterval.
+	RescanInterval time.Duration
+}
+
+// MultiConsumer takes messages from many queues with a fixed number of
+// connections: one per Redis node it reads from, subscribed to the queues'
+// announcements (SPUBLISH on each shard's channel, made by every write that
+// makes work ready: see keys.go), however many queues it serves. It never
+// waits on a queue with a blocking command: it takes (take.lua, a lease as
+// for Consumer) from the queue an announcement or its probe says has work,
+// and waits in the process otherwise. An announcement missed (a connection
+// lost, a producer that died between its write and its announcement) costs
+// at most ProbeInterval, never a stuck message.
+//
+// Receive, ReceiveBatch, Run and Close work as for Consumer (its methods);
+// messages say their queue (Message.Queue), and Ack, Retry and Extend work on
+// them as on any other. AtLeastOnce queues only, of any layout and number of
+// shards (a queue's shards are served in turn, without the fan-in of
+// Consumer; Redis >= 7.0).
+type MultiConsumer struct {
+	*Consumer
+	m *multi
+}
+
+// NewMultiConsumer opens the queues cfg names (they must exist: see Open and
+// `prioq create`) and starts serving them. ErrNotFound for a named queue that
+// does not exist, ErrWrongMode for an AtMostOnce one.
+func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiConsumer, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	if len(cfg.Queues) == 0 && cfg.Pattern == "" {
+		return nil, fmt.Errorf("%w: a MultiConsumer needs Queues or a Pattern", ErrInvalidOption)
+	}
+	if cfg.Pattern != "" {
+		if _, err := path.Match(cfg.Pattern, ""); err != nil {
+			return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, cfg.Pattern, err)
+		}
+	}
+	if cfg.Consumer.Weights != nil || cfg.Consumer.NoPromoter {
+		return nil, fmt.Errorf("%w: a MultiConsumer takes no lane Weights and always promotes", ErrInvalidOption)
+	}
+	for name, w := range cfg.Weights {
+		if w < 0 {
+			return nil, fmt.Errorf("%w: negative weight %d for %q", ErrInvalidOption, w, name)
+		}
+	}
+	if err := cfg.Consumer.validate(); err != nil {
+		return nil, err
+	}
+	if err := minDurations(map[string]time.Duration{"ProbeInterval": cfg.ProbeInterval, "RescanInterval": cfg.RescanInterval}); err != nil {
+		return nil, err
+	}
+	qcfg, err := checkOpen(c, "multi", cfg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	orDefault(&cfg.ProbeInterval, DefaultProbeInterval)
+	orDefault(&cfg.RescanInterval, DefaultRescanInterval)
+	ccfg := cfg.Consumer.withDefaults(AtLeastOnce)
+
+	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
+		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
+		listeners: map[string]*listener{}, removed: map[string]bool{}}
+	names := slices.Clone(cfg.Queues)
+	if cfg.Pattern != "" {
+		found, err := ListQueues(ctx, c, cfg.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("prioq: multi consumer: listing %q: %w", cfg.Pattern, err)
+		}
+		for _, n := range found {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	opened, err := m.open(ctx, names, true)
+	if err != nil {
+		return nil, err
+	}
+
+	what := "a MultiConsumer"
+	release, err := reserveBlocking(ctx, c, what, m.blockingNeeds(opened))
+	if err != nil {
+		return nil, err
+	}
+	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: release}
+	cons.bg, cons.stop = context.WithCancel(context.Background())
+	m.ccfg, m.bg, m.report, m.goBg = &cons.cfg, cons.bg, cons.report, cons.goBackground
+	cons.fetcher = &fetcher{cfg: &cons.cfg, bg: cons.bg, report: cons.report, multi: m, callTimeout: qcfg.CallTimeout}
+	m.mu.Lock()
+	for _, mq := range opened {
+		m.addLocked(mq)
+	}
+	m.mu.Unlock()
+	cons.goBackground(m.probeLoop)
+	if cfg.Pattern != "" {
+		cons.goBackground(m.rescanLoop)
+	}
+	return &MultiConsumer{Consumer: cons, m: m}, nil
+}
+
+// Add starts serving the queue name (it must exist), after those already
+// served in strict order. Adding a queue served already does nothing.
+func (mc *MultiConsumer) Add(ctx context.Context, name string) error {
+	opened, err := mc.m.open(ctx, []string{name}, true)
+	if err != nil {
+		return err
+	}
+	mc.m.mu.Lock()
+	defer mc.m.mu.Unlock()
+	delete(mc.m.removed, name)
+	for _, mq := range opened {
+		mc.m.addLocked(mq)
+	}
+	return nil
+}
+
+// Remove stops serving the queue name, also when Pattern matches it (until
+// Add). Messages of it already taken are still acked, retried and given back
+// as usual.
+func (mc *MultiConsumer) Remove(name string) {
+	mc.m.mu.Lock()
+	defer mc.m.mu.Unlock()
+	mc.m.removeLocked(name)
+}
+
+// Queues lists the queues served, in strict order.
+func (mc *MultiConsumer) Queues() []string {
+	mc.m.mu.Lock()
+	defer mc.m.mu.Unlock()
+	mqs := make([]*multiQueue, 0, len(mc.m.queues))
+	for _, mq := range mc.m.queues {
+		mqs = append(mqs, mq)
+	}
+	slices.SortFunc(mqs, func(a, b *multiQueue) int { return a.rank - b.rank })
+	out := make([]string, len(mqs))
+	for i, mq := range mqs {
+		out[i] = mq.q.name
+	}
+	return out
+}
+
+// multi is a MultiConsumer's state: the queues served, which of their shards
+// may have ready work, and one listener per node.
+type multi struct {
+	c      Client
+	cfg    MultiConfig
+	qcfg   Config
+	ccfg   *ConsumerConfig
+	bg     context.Context
+	report func(error)
+	kick   chan struct{} // a shard became ready
+	goBg   func(func(context.Context))
+
+	mu        sync.Mutex
+	queues    map[string]*multiQueue
+	byChan    map[string]*unit // a shard's channel (its wake-up key) -> shard
+	ready     map[*unit]struct{}
+	listeners map[string]*listener // by node ("" without a cluster)
+	removed   map[string]bool      // by Remove: Pattern's rescans leave them out
+	nextRank  int
+}
+
+type multiQueue struct {
+	q      *Queue
+	rank   int // strict order
+	weight int
+	units  []*unit
+}
+
+// unit is one shard of a served queue.
+type unit struct {
+	mq   *multiQueue
+	s    *shard
+	node string
+
+	mu        sync.Mutex
+	due       *time.Timer // the next promotion
+	promoting bool
+	downUntil time.Time // a take failed: left alone until then
+}
+
+// open opens the queues of names not served yet, openWorkers at a time.
+// With strict, a queue that does not exist or is AtMostOnce fails it all.
+func (m *multi) open(ctx context.Context, names []string, strict bool) ([]*multiQueue, error) {
+	var mu sync.Mutex
+	var out []*multiQueue
+	var errs []error
+	sem := make(chan struct{}, openWorkers)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		m.mu.Lock()
+		_, have := m.queues[name]
+		m.mu.Unlock()
+		if have {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			q, err := OpenExisting(ctx, m.c, name, m.qcfg)
+			if err == nil && q.cfg.Mode != AtLeastOnce {
+				err = fmt.Errorf("prioq: multi consumer: %w: %q is %s", ErrWrongMode, name, q.cfg.Mode)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			w := 1
+			if x, ok := m.cfg.Weights[name]; ok {
+				w = x
+			}
+			out = append(out, &multiQueue{q: q, weight: w, rank: i})
+		}()
+	}
+	wg.Wait()
+	if strict && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for _, err := range errs {
+		if m.report != nil {
+			m.report(err)
+		}
+	}
+	slices.SortFunc(out, func(a, b *multiQueue) int { return a.rank - b.rank })
+	return out, nil
+}
+
+// blockingNeeds is one connection per node the queues live on.
+func (m *multi) blockingNeeds(mqs []*multiQueue) []blockingNeed {
+	seen := map[string]bool{}
+	var out []blockingNeed
+	for _, mq := range mqs {
+		for i, node := range mq.q.ShardNodes() {
+			if !seen[node] {
+				seen[node] = true
+				out = append(out, blockingNeed{node: node, key: mq.q.shards[i].k.slotKey(), n: 1})
+			}
+		}
+	}
+	return out
+}
+
+// addLocked serves mq: its shards join their node's listener, which
+// subscribes to their channels, and are probed at once.
+func (m *multi) addLocked(mq *multiQueue) {
+	if _, have := m.queues[mq.q.name]; have {
+		return
+	}
+	mq.rank = m.nextRank
+	m.nextRank++
+	m.queues[mq.q.name] = mq
+	nodes := mq.q.ShardNodes()
+	for i, s := range mq.q.shards {
+		u := &unit{mq: mq, s: s, node: nodes[i]}
+		mq.units = append(mq.units, u)
+		m.byChan[s.k.wake] = u
+		m.listenerLocked(u.node).subscribe(s.k.wake)
+		m.ready[u] = struct{}{} // its work may predate the subscription
+	}
+	m.kickLocked()
+}
+
+func (m *multi) removeLocked(name string) {
+	m.removed[name] = true
+	mq := m.queues[name]
+	if mq == nil {
+		return
+	}
+	delete(m.queues, name)
+	for _, u := range mq.units {
+		delete(m.byChan, u.s.k.wake)
+		delete(m.ready, u)
+		if l := m.listeners[u.node]; l != nil {
+			l.unsubscribe(u.s.k.wake)
+		}
+		u.mu.Lock()
+		if u.due != nil {
+			u.due.Stop()
+		}
+		u.mu.Unlock()
+	}
+}
+
+func (m *multi) kickLocked() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// markReady says u may have ready work (an announcement, a probe, a take that
+// left work behind).
+func (m *multi) markReady(u *unit) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.queues[u.mq.q.name] != u.mq {
+		return // removed
+	}
+	m.ready[u] = struct{}{}
+	m.kickLocked()
+}
+
+// announced handles a message on channel ch.
+func (m *multi) announced(ch, what string) {
+	m.mu.Lock()
+	u := m.byChan[ch]
+	m.mu.Unlock()
+	if u == nil {
+		return
+	}
+	switch what {
+	case announceReady:
+		m.markReady(u)
+	case announceDue:
+		go m.promote(u)
+	}
+}
+
+// pick chooses the shard to take from: the first ready queue in strict order,
+// or a weighted draw; among a queue's shards, any. nil when none is ready.
+func (m *multi) pick() *unit {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var best []*unit
+	total := 0
+	for u := range m.ready {
+		if now.Before(u.downUntil) {
+			continue
+		}
+		if m.cfg.Weights == nil {
+			if len(best) > 0 && u.mq.rank > best[0].mq.rank {
+				continue
+			}
+			if len(best) > 0 && u.mq.rank < best[0].mq.rank {
+				best = best[:0]
+			}
+			best = append(best, u)
+			continue
+		}
+		best = append(best, u)
+		total += u.mq.weight
+	}
+	if len(best) == 0 {
+		return nil
+	}
+	if m.cfg.Weights == nil || total == 0 {
+		return best[rand.IntN(len(best))]
+	}
+	r := rand.IntN(total)
+	for _, u := range best {
+		if r < u.mq.weight {
+			return u
+		}
+		r -= u.mq.weight
+	}
+	return best[len(best)-1]
+}
+
+// fetch is the fetcher's fetch for a MultiConsumer: take from a ready shard;
+// when none is, wait in the process for an announcement, a probe or the
+// fetch's end (BlockTimeout with nobody waiting any more).
+func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
+	idle := time.NewTimer(m.ccfg.BlockTimeout)
+	defer idle.Stop()
+	for {
+		u := m.pick()
+		if u == nil {
+			select {
+			case <-m.bg.Done():
+				return nil, ErrClosed
+			case <-m.kick:
+			case <-idle.C:
+				if !f.stillWanted() {
+					return nil, nil
+				}
+				idle.Reset(m.ccfg.BlockTimeout)
+			case <-time.After(time.Second): // a shard left alone after a failure may be back
+			}
+			continue
+		}
+		// Not derived from the consumer's context: a take abandoned by Close
+		// would lease a message nobody holds until its lease ran out.
+		ctx, cancel := context.WithTimeout(context.Background(), m.qcfg.CallTimeout)
+		r, err := u.s.takeFrom(ctx, takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true})
+		cancel()
+		m.mu.Lock()
+		switch {
+		case err != nil:
+			u.downUntil = time.Now().Add(m.ccfg.RetryInterval)
+		case r.paused || !r.hasTop:
+			delete(m.ready, u) // drained (or paused): the next announcement brings it back
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.report(err)
+			continue
+		}
+		for _, d := range r.dropped {
+			m.report(d)
+		}
+		if len(r.msgs) > 0 {
+			return r.msgs, nil
+		}
+	}
+}
+
+// promote runs u's promotions now and sets its timer for the next due time.
+func (m *multi) promote(u *unit) {
+	u.mu.Lock()
+	if u.promoting {
+		u.mu.Unlock()
+		return
+	}
+	u.promoting = true
+	u.mu.Unlock()
+	defer func() { u.mu.Lock(); u.promoting = false; u.mu.Unlock() }()
+	next := time.Duration(-1)
+	for m.bg.Err() == nil {
+		ctx, cancel := context.WithTimeout(m.bg, m.qcfg.CallTimeout)
+		moved, nx, _, err := u.s.promote(ctx)
+		cancel()
+		if err != nil {
+			if m.bg.Err() == nil {
+				m.report(err)
+			}
+			next = m.ccfg.RetryInterval
+			break
+		}
+		next = nx
+		if moved < u.s.cfg.PromoteBatch {
+			break
+		}
+	}
+	m.promoteIn(u, next)
+}
+
+// promoteIn sets u's promotion timer to d from now (d < 0: none).
+func (m *multi) promoteIn(u *unit, d time.Duration) {
+	if d < 0 || m.bg.Err() != nil {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.due != nil {
+		u.due.Stop()
+	}
+	u.due = time.AfterFunc(d, func() { m.promote(u) })
+}
+
+// probeLoop probes every served shard every ProbeInterval: it marks those
+// with ready work, sets promotion timers and sweeps expired leases.
+func (m *multi) probeLoop(ctx context.Context) {
+	for {
+		m.probeAll(ctx)
+		if !sleepCtx(ctx, jitter(m.cfg.ProbeInterval)) {
+			m.stopAll()
+			return
+		}
+	}
+}
+
+func (m *multi) stopAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mq := range m.queues {
+		for _, u := range mq.units {
+			u.mu.Lock()
+			if u.due != nil {
+				u.due.Stop()
+			}
+			u.mu.Unlock()
+		}
+	}
+}
+
+// probeAll probes every node's shards, probeChunk at a time.
+func (m *multi) probeAll(ctx context.Context) {
+	m.mu.Lock()
+	byNode := map[string][]*unit{}
+	for _, mq := range m.queues {
+		for _, u := range mq.units {
+			byNode[u.node] = append(byNode[u.node], u)
+		}
+	}
+	m.mu.Unlock()
+	for _, units := range byNode {
+		for i := 0; i < len(units) && ctx.Err() == nil; i += probeChunk {
+			part := units[i:min(i+probeChunk, len(units))]
+			if err := m.probe(ctx, part); err != nil && ctx.Err() == nil {
+				m.report(err)
+			}
+		}
+	}
+}
+
+// probe runs probe.lua over units (all of one node) on one connection of
+// that node: radix's Cluster client refuses keys of several slots, which
+// this read-only script is allowed (flag allow-cross-slot-keys).
+func (m *multi) probe(ctx context.Context, units []*unit) error {
+	var keys, args []string
+	for _, u := range units {
+		keys = append(keys, u.s.k.paused, u.s.k.delayed, u.s.k.leases)
+		keys = append(keys, u.s.k.highFirst...)
+		args = append(args, strconv.Itoa(len(u.s.k.lanes)))
+	}
+	var res []string
+	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
+	defer cancel()
+	err := m.c.Do(cctx, radix.WithConn(units[0].s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
+		return conn.Do(ctx, probeScript.Cmd(&res, keys, args...))
+	}))
+	if err != nil {
+		return fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
+	}
+	if len(res) != 3*len(units)+1 {
+		return fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
+	}
+	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
+	for i, u := range units {
+		ready, due, lease := res[3*i], res[3*i+1], res[3*i+2]
+		if ready == "1" {
+			m.markReady(u)
+		}
+		if d, err := strconv.ParseFloat(due, 64); err == nil {
+			if wait := time.Duration(int64(d)-now) * time.Millisecond; wait <= 0 {
+				m.promote(u)
+			} else {
+				m.promoteIn(u, wait)
+			}
+		}
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= now {
+			m.sweep(ctx, u)
+		}
+	}
+	return nil
+}
+
+// sweep gives u's expired leases back, as the sweeper does.
+func (m *multi) sweep(ctx context.Context, u *unit) {
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
+		back, dead, more, err := u.s.sweep(cctx, sweepBatch)
+		cancel()
+		if (back > 0 || dead > 0) && m.ccfg.OnSweep != nil {
+			m.ccfg.OnSweep(back, dead)
+		}
+		if err != nil {
+			m.report(err)
+			return
+		}
+		if back > 0 {
+			m.markReady(u)
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// rescanLoop lists Pattern's queues every RescanInterval and serves new ones.
+// (Queues deleted meanwhile stay served until Remove; their takes find
+// nothing.)
+func (m *multi) rescanLoop(ctx context.Context) {
+	for sleepCtx(ctx, jitter(m.cfg.RescanInterval)) {
+		names, err := ListQueues(ctx, m.c, m.cfg.Pattern)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.report(fmt.Errorf("prioq: multi consumer: listing %q: %w", m.cfg.Pattern, err))
+			}
+			continue
+		}
+		m.mu.Lock()
+		names = slices.DeleteFunc(names, func(n string) bool { return m.removed[n] })
+		m.mu.Unlock()
+		opened, _ := m.open(ctx, names, false)
+		m.mu.Lock()
+		for _, mq := range opened {
+			m.addLocked(mq)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// ListQueues returns the names of the queues whose name matches pattern
+// (path.Match syntax; "" or "*" for all), sorted, found by SCAN of their meta
+// keys on every primary (never KEYS).
+func ListQueues(ctx context.Context, c Client, pattern string) ([]string, error) {
+	if pattern == "" {
+		pattern = "*"
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute) // SCAN calls go straight to radix
+	defer cancel()
+	var nodes []radix.Client
+	switch c := c.(type) {
+	case radix.MultiClient:
+		sets, err := c.Clients()
+		if err != nil {
+			return nil, err
+		}
+		for _, rs := range sets {
+			nodes = append(nodes, rs.Primary)
+		}
+	case radix.Client:
+		nodes = append(nodes, c)
+	default:
+		return nil, fmt.Errorf("%w: listing queues needs a radix client", ErrInvalidOption)
+	}
+	match := keyPrefix + "*" + keyTagEnd + metaName
+	var names []string
+	for _, node := range nodes {
+		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: match, Count: 10000}).New(node)
+		var key string
+		for sc.Next(ctx, &key) {
+			if name, ok := QueueOfMetaKey(key); ok {
+				if ok, _ := path.Match(pattern, name); ok {
+					names = append(names, name)
+				}
+			}
+		}
+		if err := sc.Close(); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}

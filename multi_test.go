@@ -1,0 +1,240 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// openMany opens n AtLeastOnce queues named base-0 ... base-(n-1).
+func openMany(t *testing.T, c Client, base string, n int, cfg Config) []*Queue {
+	t.Helper()
+	qs := make([]*Queue, n)
+	for i := range qs {
+		q, err := Open(context.Background(), c, fmt.Sprintf("%s-%d", base, i), cfg)
+		require.NoError(t, err)
+		qs[i] = q
+	}
+	return qs
+}
+
+func names(qs []*Queue) []string {
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		out[i] = q.Name()
+	}
+	return out
+}
+
+func newMulti(t *testing.T, c Client, cfg MultiConfig) *MultiConsumer {
+	t.Helper()
+	mc, err := NewMultiConsumer(context.Background(), c, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = mc.Close(ctx)
+	})
+	return mc
+}
+
+// One MultiConsumer serves 300 queues from a pool of 4 connections: it
+// subscribes to their 300 channels on one of them, waits in no blocking
+// command, and picks up a message enqueued into any queue at once; the pool
+// stays free for enqueues. (With one Consumer per queue, 300 queues needed
+// 600 blocking connections.)
+func TestMultiConsumerServesManyQueuesOnFewConnections(t *testing.T) {
+	cl := ownPool(t, testAddr, 4)
+	base := queueName(t)
+	qs := openMany(t, cl, base, 300, Config{Layout: Levels(3)})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs)})
+	require.Len(t, mc.Queues(), 300)
+
+	var shardChans []string
+	require.Eventually(t, func() bool {
+		shardChans = nil
+		return cl.Do(context.Background(), radix.Cmd(&shardChans, "PUBSUB", "SHARDCHANNELS", "prioq:{"+base+"-*")) == nil &&
+			len(shardChans) == 300
+	}, 5*time.Second, 20*time.Millisecond, "one subscription per queue")
+	require.Zero(t, infoInt(t, cl, "clients", "blocked_clients"), "no blocking command waits")
+
+	ctx := ctxT(t, 30*time.Second)
+	rnd := newRand(t)
+	for i := range 50 {
+		q := qs[rnd.IntN(len(qs))]
+		start := time.Now()
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Priority(int64(rnd.IntN(3))))
+		require.NoError(t, err)
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, q.Name(), m.Queue())
+		require.Equal(t, fmt.Sprint(i), string(m.Payload))
+		require.Less(t, time.Since(start), time.Second, "picked up from its announcement, not a probe")
+		require.NoError(t, m.Ack(ctx))
+	}
+}
+
+// Without Weights, queues are served in the order given, whatever the
+// priorities; within a queue, its priorities rule.
+func TestMultiConsumerStrictOrder(t *testing.T) {
+	cl := newClient(t)
+	qs := openMany(t, cl, queueName(t), 3, Config{Layout: Levels(3)})
+	ctx := ctxT(t, 10*time.Second)
+	for i := 2; i >= 0; i-- {
+		for p := range 3 {
+			_, err := qs[i].Enqueue(ctx, []byte(fmt.Sprintf("%d/%d", i, p)), Priority(int64(p)))
+			require.NoError(t, err)
+		}
+	}
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs)})
+	var got []string
+	for range 9 {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		got = append(got, string(m.Payload))
+		require.NoError(t, m.Ack(ctx))
+	}
+	require.Equal(t, []string{"0/2", "0/1", "0/0", "1/2", "1/1", "1/0", "2/2", "2/1", "2/0"}, got)
+}
+
+// With Weights, the queues with work share the takes by weight.
+func TestMultiConsumerWeights(t *testing.T) {
+	cl := newClient(t)
+	qs := openMany(t, cl, queueName(t), 2, Config{})
+	ctx := ctxT(t, 20*time.Second)
+	for _, q := range qs {
+		items := make([]EnqueueItem, 400)
+		for i := range items {
+			items[i] = EnqueueItem{Payload: []byte("x")}
+		}
+		_, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+	}
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), Weights: map[string]int{qs[0].Name(): 3, qs[1].Name(): 1}})
+	count := map[string]int{}
+	for range 200 {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		count[m.Queue()]++
+		require.NoError(t, m.Ack(ctx))
+	}
+	// Expected 150 / 50; the bounds are ~5 standard deviations wide.
+	require.True(t, count[qs[0].Name()] >= 119 && count[qs[0].Name()] <= 181, "counts %v", count)
+}
+
+// An announcement that never comes (here: the wake-up member was already
+// set, so the enqueue announced nothing) costs a probe's delay, not the
+// message.
+func TestMultiConsumerFindsWorkWithoutAnnouncement(t *testing.T) {
+	cl := newClient(t)
+	qs := openMany(t, cl, queueName(t), 2, Config{})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 200 * time.Millisecond})
+	ctx := ctxT(t, 10*time.Second)
+	m, err := mc.ReceiveBatch(ctxT(t, 300*time.Millisecond), 1) // all drained and waiting
+	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing yet: %v", m)
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", sh(qs[1]).k.wake, "0", wakeMember)))
+	_, err = qs[1].Enqueue(ctx, []byte("quiet"))
+	require.NoError(t, err)
+	start := time.Now()
+	got, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "quiet", string(got.Payload))
+	t.Logf("found by the probe after %v", time.Since(start))
+}
+
+// Delayed messages are promoted when due, and expired leases come back, with
+// no consumer of their queue but the MultiConsumer.
+func TestMultiConsumerPromotesAndSweeps(t *testing.T) {
+	cl := newClient(t)
+	qs := openMany(t, cl, queueName(t), 3, Config{})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 100 * time.Millisecond,
+		Consumer: ConsumerConfig{Lease: 300 * time.Millisecond}})
+	ctx := ctxT(t, 10*time.Second)
+	start := time.Now()
+	_, err := qs[2].Enqueue(ctx, []byte("later"), Delay(400*time.Millisecond))
+	require.NoError(t, err)
+	m, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	waited := time.Since(start)
+	require.Equal(t, "later", string(m.Payload))
+	require.GreaterOrEqual(t, waited, 390*time.Millisecond, "not early")
+	require.Less(t, waited, 2*time.Second, "promoted when due")
+	// Not acked: the lease ends, and the message comes back.
+	again, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, m.ID, again.ID)
+	require.Equal(t, 2, again.Attempts)
+	require.NoError(t, again.Ack(ctx))
+}
+
+// Queues matching Pattern are served, also those created while it runs;
+// Remove stops serving one; Run handles messages of every queue.
+func TestMultiConsumerPatternAddRemoveRun(t *testing.T) {
+	cl := newClient(t)
+	base := queueName(t)
+	qs := openMany(t, cl, base, 2, Config{})
+	other := openQueue(t, cl, Config{}) // does not match
+	mc := newMulti(t, cl, MultiConfig{Pattern: base + "-*", RescanInterval: 100 * time.Millisecond})
+	require.Equal(t, names(qs), mc.Queues())
+
+	late, err := Open(context.Background(), cl, base+"-late", Config{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(mc.Queues()) == 3 }, 5*time.Second, 20*time.Millisecond)
+
+	mc.Remove(qs[0].Name())
+	ctx := ctxT(t, 10*time.Second)
+	for _, q := range []*Queue{qs[0], qs[1], late, other} {
+		_, err := q.Enqueue(ctx, []byte(q.Name()))
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- mc.Run(rctx, func(_ context.Context, m *Message) error {
+			mu.Lock()
+			seen[m.Queue()] = true
+			mu.Unlock()
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[qs[1].Name()] && seen[late.Name()]
+	}, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	<-done
+	require.False(t, seen[qs[0].Name()], "removed")
+	require.False(t, seen[other.Name()], "not matched")
+	for _, q := range []*Queue{qs[0], other} {
+		n, err := q.Len(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "still waiting in %s", q.Name())
+	}
+}
+
+// Bad configurations are refused with the exported errors, before anything
+// starts.
+func TestMultiConsumerRefusesBadConfig(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 5*time.Second)
+	_, err := NewMultiConsumer(ctx, cl, MultiConfig{})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = NewMultiConsumer(ctx, cl, MultiConfig{Pattern: "[a"})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = NewMultiConsumer(ctx, cl, MultiConfig{Queues: []string{queueName(t) + "-none"}})
+	require.ErrorIs(t, err, ErrNotFound)
+	amo := openQueue(t, cl, Config{Mode: AtMostOnce})
+	_, err = NewMultiConsumer(ctx, cl, MultiConfig{Queues: []string{amo.Name()}})
+	require.ErrorIs(t, err, ErrWrongMode)
+	_, err = NewMultiConsumer(ctx, cl, MultiConfig{Queues: []string{"x"}, ProbeInterval: time.Nanosecond})
+	require.ErrorIs(t, err, ErrInvalidOption)
+}

@@ -1,0 +1,152 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// A radix pool has a fixed number of connections, and a blocking command
+// (BLPOP, BZPOPMIN, ...) holds one of them for as long as it waits. Consumers
+// that together wait on every connection of a pool leave nothing for any
+// other call: enqueues, acks and the consumers' own takes wait until their
+// deadlines, and nothing said the pool was too small. So NewConsumer checks,
+// before it starts anything, that the pool of every node the consumer will
+// wait on can give, at the same time, the blocking connections of every
+// consumer of the client that are not waiting right now, the new consumer's,
+// and one more for everything else; if it cannot within poolCheckWait, it
+// refuses with ErrPoolTooSmall. The accounting is per client and per node
+// (a Cluster client has a pool per primary).
+
+// poolCheckWait bounds how long NewConsumer waits for the connections it
+// borrows: other calls hold connections for milliseconds, a blocking wait
+// for seconds.
+const poolCheckWait = 500 * time.Millisecond
+
+// poolUse is what the consumers of one client hold on one node's pool.
+type poolUse struct {
+	reserved int          // blocking connections of the live consumers (under blockingMu)
+	inUse    atomic.Int64 // of those, waiting in Redis right now
+}
+
+var (
+	blockingMu sync.Mutex
+	blocking   = map[Client]map[string]*poolUse{}
+)
+
+// usesOf returns the accounting of client c on node (created if new).
+// Callers hold blockingMu.
+func usesOf(c Client, node string) *poolUse {
+	byNode := blocking[c]
+	if byNode == nil {
+		byNode = map[string]*poolUse{}
+		blocking[c] = byNode
+	}
+	u := byNode[node]
+	if u == nil {
+		u = &poolUse{}
+		byNode[node] = u
+	}
+	return u
+}
+
+// blockingNeed is one node's part of a consumer's blocking connections: how
+// many, and a key of that node for borrowing connections of its pool.
+type blockingNeed struct {
+	node, key string
+	n         int
+	use       *poolUse
+}
+
+// reserveBlocking checks that the pools can hold the consumer's blocking
+// connections (see above) and reserves them; release gives them back on Close.
+func reserveBlocking(ctx context.Context, c Client, what string, needs []blockingNeed) (release func(), err error) {
+	if !reflect.TypeOf(c).Comparable() {
+		// A client that cannot key a map (a func adapter) is not accounted.
+		return func() {}, nil
+	}
+	blockingMu.Lock()
+	defer blockingMu.Unlock()
+	for i := range needs {
+		nd := &needs[i]
+		nd.use = usesOf(c, nd.node)
+		idle := nd.use.reserved - int(nd.use.inUse.Load()) // reserved, not waiting now: will want a connection
+		want := max(idle, 0) + nd.n + 1
+		if got := borrow(ctx, c, nd.key, want); got < want {
+			where := ""
+			if nd.node != "" {
+				where = " on " + nd.node
+			}
+			return nil, fmt.Errorf("%w: %s waits on %d blocking connections%s, beside %d of the client's other consumers, "+
+				"plus 1 for every other call: the pool gave %d of %d within %v; size it for 2 per consumer of a "+
+				"queue of one shard (1 with NoPromoter), 1 per shard on that node for a queue of several, 1 per "+
+				"node for a MultiConsumer, plus the calls the program makes at once",
+				ErrPoolTooSmall, what, nd.n, where, nd.use.reserved, got, want, poolCheckWait)
+		}
+	}
+	for _, nd := range needs {
+		nd.use.reserved += nd.n
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			blockingMu.Lock()
+			defer blockingMu.Unlock()
+			for _, nd := range needs {
+				nd.use.reserved -= nd.n
+			}
+		})
+	}, nil
+}
+
+// borrow takes want connections of key's pool at the same time, holds them
+// until all are there or poolCheckWait has passed, and returns how many it got.
+func borrow(ctx context.Context, c Client, key string, want int) int {
+	ctx, cancel := context.WithTimeout(ctx, poolCheckWait)
+	defer cancel()
+	var got atomic.Int64
+	var failed atomic.Bool // a call failed for another reason than the wait
+	all := make(chan struct{})
+	var wg sync.WaitGroup
+	for range want {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.Do(ctx, radix.WithConn(key, func(ctx context.Context, _ radix.Conn) error {
+				if got.Add(1) == int64(want) {
+					close(all)
+				}
+				select {
+				case <-all:
+				case <-ctx.Done():
+				}
+				return nil
+			}))
+			if err != nil && ctx.Err() == nil {
+				failed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		// The node did not answer (down, refusing): that says nothing of
+		// the pool's size, and a consumer must be able to start while a
+		// node is down. Its waits fail and retry meanwhile.
+		return want
+	}
+	return int(got.Load())
+}
+
+// doBlocking runs a blocking command of s, counted as waiting.
+func (s *shard) doBlocking(ctx context.Context, a radix.Action) error {
+	if u := s.blockUse.Load(); u != nil {
+		u.inUse.Add(1)
+		defer u.inUse.Add(-1)
+	}
+	return s.do(ctx, a)
+}
