@@ -74,3 +74,73 @@ func TestConsumersNeverStarveTheirPool(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// Opens and Stats made at the same time all return quickly. Open read the
+// server's maxmemory-policy on a connection taken out of the pool
+// (WithConn), and radix v4.1.4 wakes only one call waiting for a shared
+// connection per connection put back: calls that came while all were out
+// waited until their deadline (8 of 50 Stats, 3 s each, on the code before).
+func TestConcurrentOpensAndStatsDoNotWait(t *testing.T) {
+	cl := ownPool(t, testAddr, 8)
+	base := queueName(t)
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				q, err := Open(ctx, cl, fmt.Sprintf("%s-%d-%d", base, round, i), Config{})
+				if err == nil {
+					_, err = q.Stats(ctx)
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+}
+
+// NewConsumer's check borrows the pool's free connections for a moment;
+// calls made meanwhile by others are not left waiting afterwards.
+func TestPoolCheckDoesNotStallOtherCalls(t *testing.T) {
+	cl := ownPool(t, testAddr, 8)
+	q, err := Open(context.Background(), cl, queueName(t), Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := q.Stats(cctx)
+				ccancel()
+				if err != nil && ctx.Err() == nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for range 6 {
+		c, err := q.NewConsumer(ConsumerConfig{})
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close(context.Background()) })
+		}
+	}
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	require.Empty(t, failed, "calls made during the pool checks")
+}

@@ -199,6 +199,20 @@ func (s *shard) writeMeta(ctx context.Context) error {
 	return nil
 }
 
+// onNodeOf issues a command that names no key on the node of key (a
+// Cluster client routes by keys), on a shared connection. Not WithConn: it
+// takes a connection out of the pool, and radix v4.1.4 wakes only one of the
+// calls waiting for a shared connection per connection put back, so calls
+// that came while every connection was out wait until their deadline (seen:
+// concurrent Opens and Stats on a pool of 8, 8 of 50 Stats timed out).
+func onNodeOf(key string) radix.CmdConfig {
+	return radix.CmdConfig{ActionProperties: func(cmd string, args ...string) radix.ActionProperties {
+		p := radix.DefaultActionProperties(cmd, args...)
+		p.Keys = []string{key}
+		return p
+	}}
+}
+
 // checkEviction refuses a server whose maxmemory-policy may evict any key
 // (allkeys-*): it would delete lanes, leases and delayed messages silently.
 // volatile-* policies evict only keys with a TTL, and prioq sets none. It asks
@@ -206,9 +220,7 @@ func (s *shard) writeMeta(ctx context.Context) error {
 // CONFIG may be renamed or denied; then it says so in a log line and goes on.
 func (s *shard) checkEviction(ctx context.Context) error {
 	var kv []string
-	err := s.do(ctx, radix.WithConn(s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
-		return conn.Do(ctx, radix.Cmd(&kv, "CONFIG", "GET", "maxmemory-policy"))
-	}))
+	err := s.do(ctx, onNodeOf(s.k.slotKey()).Cmd(&kv, "CONFIG", "GET", "maxmemory-policy"))
 	if err != nil || len(kv) != 2 {
 		s.cfg.Logger.WarnContext(ctx, "prioq: could not read maxmemory-policy; an allkeys-* policy would evict queued messages silently",
 			"queue", s.name, "error", err)

@@ -16,6 +16,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -27,7 +28,9 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +68,10 @@ type handler struct {
 
 	mu     sync.Mutex
 	opened map[string]*prioq.Queue
+
+	snapMu sync.Mutex
+	snap   map[string]queueRow // every queue's figures, for sorts by depth
+	snapAt time.Time
 }
 
 // New returns the dashboard's handler.
@@ -116,13 +123,18 @@ func (h *handler) open(ctx context.Context, name string) (*prioq.Queue, error) {
 		return nil, prioq.ErrNotFound
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if q := h.opened[name]; q != nil {
+	q := h.opened[name]
+	h.mu.Unlock()
+	if q != nil {
 		return q, nil
 	}
+	// Not under the lock: a list page opens many queues at once. Two
+	// requests may open one queue twice; the second one kept is as good.
 	q, err := prioq.OpenExisting(ctx, h.cfg.Client, name, prioq.Config{AllowEviction: true, CallTimeout: h.cfg.CallTimeout})
 	if err == nil {
+		h.mu.Lock()
 		h.opened[name] = q
+		h.mu.Unlock()
 	}
 	return q, err
 }
@@ -141,17 +153,110 @@ type queueRow struct {
 	Err   string
 }
 
+// The queue list's paging: rows per page by default and at most, and how
+// long the figures behind a sort by depth may be reused.
+const (
+	defaultPerPage = 50
+	maxPerPage     = 500
+	snapshotTTL    = 5 * time.Second
+	statsWorkers   = 64
+)
+
+// sorts are the list's orders: by name (the default) needs the figures of
+// one page only; the others the figures of every queue found (a snapshot,
+// reused for snapshotTTL).
+var sorts = map[string]func(a, b queueRow) int{
+	"name":    func(a, b queueRow) int { return strings.Compare(a.Name, b.Name) },
+	"ready":   func(a, b queueRow) int { return cmp.Compare(b.Stats.Ready, a.Stats.Ready) },
+	"oldest":  func(a, b queueRow) int { return cmp.Compare(b.Stats.OldestReady, a.Stats.OldestReady) },
+	"dead":    func(a, b queueRow) int { return cmp.Compare(b.Stats.Dead, a.Stats.Dead) },
+	"delayed": func(a, b queueRow) int { return cmp.Compare(b.Stats.Delayed, a.Stats.Delayed) },
+}
+
+// index lists the queues a page at a time: ?q= keeps the names containing
+// it, ?sort= orders them (name, ready, oldest, dead, delayed), ?page= and
+// ?per= page them.
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
 	defer cancel()
-	// All queues at once, under one deadline: one after another, the last
-	// ones would run out of time behind a slow one.
-	rows := make([]queueRow, len(h.cfg.Queues))
+	query := r.URL.Query()
+	search, sortBy := query.Get("q"), cmp.Or(query.Get("sort"), "name")
+	order := sorts[sortBy]
+	if order == nil {
+		http.Error(w, "unknown sort "+strconv.Quote(sortBy), http.StatusBadRequest)
+		return
+	}
+	page, _ := strconv.Atoi(query.Get("page"))
+	per, _ := strconv.Atoi(query.Get("per"))
+	page, per = max(page, 1), min(cmp.Or(max(per, 0), defaultPerPage), maxPerPage)
+
+	var names []string
+	for _, n := range h.cfg.Queues {
+		if strings.Contains(n, search) {
+			names = append(names, n)
+		}
+	}
+	pages := max(1, (len(names)+per-1)/per)
+	page = min(page, pages)
+	var rows []queueRow
+	var asOf time.Time
+	if sortBy == "name" {
+		slices.Sort(names)
+		rows = h.statsOf(ctx, names[(page-1)*per:min(page*per, len(names))])
+	} else {
+		// A search reads what it found; the whole list, a snapshot.
+		all, at := h.statsOf(ctx, names), time.Now()
+		if len(names) == len(h.cfg.Queues) {
+			all, at = h.snapshot(ctx, names)
+		}
+		slices.SortStableFunc(all, func(a, b queueRow) int { return cmp.Or(order(a, b), strings.Compare(a.Name, b.Name)) })
+		rows, asOf = all[(page-1)*per:min(page*per, len(all))], at
+	}
+	link := func(p int, s string) string {
+		v := url.Values{}
+		if search != "" {
+			v.Set("q", search)
+		}
+		if s != "name" {
+			v.Set("sort", s)
+		}
+		if p > 1 {
+			v.Set("page", strconv.Itoa(p))
+		}
+		if per != defaultPerPage {
+			v.Set("per", strconv.Itoa(per))
+		}
+		return "?" + v.Encode()
+	}
+	data := map[string]any{"Queues": rows, "Search": search, "Sort": sortBy, "Page": page, "Pages": pages,
+		"Found": len(names), "Total": len(h.cfg.Queues), "SortLinks": map[string]string{}}
+	for s := range sorts {
+		data["SortLinks"].(map[string]string)[s] = link(1, s)
+	}
+	if page > 1 {
+		data["Prev"] = link(page-1, sortBy)
+	}
+	if page < pages {
+		data["Next"] = link(page+1, sortBy)
+	}
+	if !asOf.IsZero() {
+		data["AsOf"] = time.Since(asOf).Round(time.Second).String()
+	}
+	h.render(w, "index.html", data)
+}
+
+// statsOf reads the figures of the queues named, statsWorkers at a time,
+// under ctx's one deadline: one after another, the last ones would run out
+// of time behind a slow one.
+func (h *handler) statsOf(ctx context.Context, names []string) []queueRow {
+	rows := make([]queueRow, len(names))
+	sem := make(chan struct{}, statsWorkers)
 	var wg sync.WaitGroup
-	for i, name := range h.cfg.Queues {
+	for i, name := range names {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
-			defer wg.Done()
+			defer func() { <-sem; wg.Done() }()
 			row := queueRow{Name: name}
 			q, err := h.open(ctx, name)
 			if err == nil {
@@ -164,7 +269,27 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	h.render(w, "index.html", map[string]any{"Queues": rows})
+	return rows
+}
+
+// snapshot returns the figures of the queues named, from the last reading
+// of every queue if it is younger than snapshotTTL, and when it was taken.
+func (h *handler) snapshot(ctx context.Context, names []string) ([]queueRow, time.Time) {
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	if h.snapAt.IsZero() || time.Since(h.snapAt) > snapshotTTL {
+		rows := h.statsOf(ctx, h.cfg.Queues)
+		h.snap = make(map[string]queueRow, len(rows))
+		for _, r := range rows {
+			h.snap[r.Name] = r
+		}
+		h.snapAt = time.Now()
+	}
+	out := make([]queueRow, len(names))
+	for i, n := range names {
+		out[i] = h.snap[n]
+	}
+	return out, h.snapAt
 }
 
 // onQueue serves a request about the queue named in its path: it opens the

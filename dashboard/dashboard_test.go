@@ -317,3 +317,76 @@ func TestDashboardRefusesUnsafeActions(t *testing.T) {
 	h.ServeHTTP(missing, httptest.NewRequest("GET", "/q/not-shown", nil))
 	assert.Equal(t, http.StatusNotFound, missing.Code, "only configured queues are served")
 }
+
+// With 10,000 queues the list shows a page at a time, finds a queue by name
+// and sorts by depth, in a real browser; the first page's time is logged.
+func TestDashboardTenThousandQueues(t *testing.T) {
+	ctx := browser(t)
+	base := testkit.QueueName(t)
+	names := testq.OpenMany(t, client, base, 10000, prioq.Config{Layout: prioq.Levels(1)})
+	rctx := context.Background()
+	deep, err := prioq.OpenExisting(rctx, client, names[7777], prioq.Config{})
+	require.NoError(t, err)
+	for range 3 {
+		_, err := deep.Enqueue(rctx, []byte("x"))
+		require.NoError(t, err)
+	}
+	h, err := New(Config{Client: client, Queues: names})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	var rows int
+	var pages, first string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate("about:blank"))) // the browser is up
+	start := time.Now()
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(`#queues`),
+	))
+	t.Logf("first page of 10,000 queues in the browser: %v", time.Since(start))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Evaluate(`document.querySelectorAll('#queues tbody tr').length`, &rows),
+		chromedp.Text(`#pages`, &pages),
+		chromedp.Text(`#queues tbody tr:first-child td:first-child`, &first),
+	))
+	assert.Equal(t, 50, rows)
+	assert.Equal(t, "200", pages)
+	assert.Equal(t, names[0], first)
+
+	// The next page, then a search, then the deepest first.
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`#next`),
+		chromedp.WaitVisible(`//span[@id="page" and text()="2"]`, chromedp.BySearch),
+		chromedp.Text(`#queues tbody tr:first-child td:first-child`, &first),
+	))
+	assert.Equal(t, names[50], first)
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.SetValue(`#search input[name="q"]`, "-0777"),
+		chromedp.Submit(`#search input[name="q"]`),
+		chromedp.WaitVisible(`//p[@id="found" and starts-with(., "10 of 10000")]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll('#queues tbody tr').length`, &rows),
+	))
+	assert.Equal(t, 10, rows, "-07770 ... -07779")
+	start = time.Now()
+	var ready string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click(`a.sort[data-sort="ready"]`),
+		chromedp.WaitVisible(`table#queues[data-sort="ready"]`),
+		chromedp.Text(`#queues tbody tr:first-child td:first-child`, &first),
+		chromedp.Text(`#queues tbody tr:first-child td.ready`, &ready),
+	))
+	t.Logf("sorted by depth (of the 10 found): %v", time.Since(start))
+	assert.Equal(t, names[7777], first)
+	assert.Equal(t, "3", ready)
+
+	// Sorted by depth over all 10,000 (a snapshot of every queue's figures).
+	start = time.Now()
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/?sort=ready"),
+		chromedp.WaitVisible(`#queues`),
+		chromedp.Text(`#queues tbody tr:first-child td:first-child`, &first),
+	))
+	t.Logf("all 10,000 sorted by depth (every queue read once, then reused for %v): %v", snapshotTTL, time.Since(start))
+	assert.Equal(t, names[7777], first)
+}

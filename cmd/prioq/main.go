@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +42,9 @@ import (
 const usage = `usage: prioq [--url URL] <command> [flags] [args]
 
 commands:
-  queues                          list the queues (their meta keys)
+  create <queue> [--layout levels:N|range:LO:HI:SEGMENTS] [--mode at-least-once|at-most-once] [--shards N]
+  queues [pattern] [--sort name|ready|oldest|rate] [--window D] [--json]
+                                  the queues with depth, oldest ready and rates over D
   stats <queue> [--json] [--watch D]
   peek <queue> [-n N] [--payload]
   enqueue <queue> [--priority P] [--delay D] [--id ID] [--header k=v]... [payload | -]
@@ -105,7 +108,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	known := map[string]bool{"queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
+	known := map[string]bool{"create": true, "queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
 		"dead": true, "pause": true, "resume": true, "purge": true, "web": true}
 	if !known[cmd] {
 		return bad("unknown command %q (prioq help lists them)", cmd)
@@ -116,7 +119,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	}
 	defer client.Close()
 	if cmd == "queues" {
-		return listQueues(ctx, client, stdout)
+		return listQueues(ctx, client, rest, stdout)
+	}
+	if cmd == "create" {
+		return create(ctx, client, rest, stdout)
 	}
 	if cmd == "web" {
 		return web(ctx, client, rest, stdout)
@@ -168,9 +174,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 			fmt.Sprintf("delete every waiting message of %q?", q.Name()), "messages", q.Purge)
 	}
 }
-
-// scanTimeout bounds listing the queues (every SCAN page of every primary).
-const scanTimeout = 30 * time.Second
 
 // redisClient is what the three kinds of client (pool, Sentinel, Cluster)
 // have in common.
@@ -263,51 +266,184 @@ func web(ctx context.Context, c redisClient, args []string, w io.Writer) error {
 	return srv.ListenAndServe()
 }
 
-// listQueues prints the queues' names.
-func listQueues(ctx context.Context, c redisClient, w io.Writer) error {
-	names, err := queueNames(ctx, c)
+// create creates a queue, as Open does: a queue that exists already with
+// the same configuration is left as it is (and said so); with another one,
+// ErrConfigMismatch.
+func create(ctx context.Context, c redisClient, args []string, w io.Writer) error {
+	fs := newFlags("create")
+	layout := fs.String("layout", "levels:3", "")
+	mode := fs.String("mode", prioq.AtLeastOnce.String(), "")
+	shards := fs.Int("shards", 1, "")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return bad("usage: prioq create <queue> [--layout levels:N|range:LO:HI:SEGMENTS] [--mode at-least-once|at-most-once] [--shards N]")
+	}
+	l, err := prioq.ParseLayout(*layout)
+	if err != nil {
+		return bad("%s (levels:N or range:LO:HI:SEGMENTS)", strings.TrimPrefix(err.Error(), "prioq: "))
+	}
+	var m prioq.Mode
+	switch *mode {
+	case prioq.AtLeastOnce.String():
+		m = prioq.AtLeastOnce
+	case prioq.AtMostOnce.String():
+		m = prioq.AtMostOnce
+	default:
+		return bad("unknown mode %q (at-least-once or at-most-once)", *mode)
+	}
+	if *shards < 1 {
+		return bad("--shards %d: at least 1", *shards)
+	}
+	existed := false
+	if _, err := prioq.OpenExisting(ctx, c, pos[0], prioq.Config{AllowEviction: true, Logger: quietLogger()}); err == nil {
+		existed = true
+	}
+	q, err := prioq.Open(ctx, c, pos[0], prioq.Config{Layout: l, Mode: m, Shards: *shards, Logger: quietLogger()})
+	if errors.Is(err, prioq.ErrConfigMismatch) {
+		return &exitError{2, strings.TrimPrefix(err.Error(), "prioq: ")}
+	}
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		fmt.Fprintln(w, n)
+	verb := "created"
+	if existed {
+		verb = "exists"
 	}
+	fmt.Fprintf(w, "%s %s (%s, %s, %d shard(s))\n", verb, q.Name(), q.Layout(), q.Mode(), q.Shards())
 	return nil
 }
 
-// queueNames finds queues by their meta keys with SCAN (never KEYS), on
-// every primary of a Sentinel or Cluster client.
-func queueNames(ctx context.Context, c redisClient) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, scanTimeout) // SCAN calls radix directly
-	defer cancel()
-	var nodes []radix.Client
-	switch c := c.(type) {
-	case radix.MultiClient:
-		sets, err := c.Clients()
+// queueRow is one line of `prioq queues`.
+type queueRow struct {
+	Name        string  `json:"queue"`
+	Layout      string  `json:"layout"`
+	Mode        string  `json:"mode"`
+	Shards      int     `json:"shards"`
+	Ready       int64   `json:"ready"`
+	Delayed     int64   `json:"delayed"`
+	InFlight    int64   `json:"in_flight"`
+	Dead        int64   `json:"dead"`
+	OldestReady float64 `json:"oldest_ready_seconds"`
+	Paused      bool    `json:"paused"`
+	EnqRate     float64 `json:"enqueued_per_second"`
+	AckRate     float64 `json:"acked_per_second"`
+	err         error
+}
+
+// statsWorkers is how many queues `prioq queues` reads at once.
+const statsWorkers = 32
+
+// listQueues prints the queues matching a pattern with their figures, rates
+// over --window (two readings of the totals), sorted.
+func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) error {
+	fs := newFlags("queues")
+	sortBy := fs.String("sort", "name", "")
+	window := fs.Duration("window", time.Second, "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parse(fs, args, -1)
+	if err != nil || len(pos) > 1 {
+		return bad("usage: prioq queues [pattern] [--sort name|ready|oldest|rate] [--window D] [--json]")
+	}
+	less := map[string]func(a, b queueRow) int{
+		"name":   func(a, b queueRow) int { return strings.Compare(a.Name, b.Name) },
+		"ready":  func(a, b queueRow) int { return cmp.Compare(b.Ready, a.Ready) },
+		"oldest": func(a, b queueRow) int { return cmp.Compare(b.OldestReady, a.OldestReady) },
+		"rate":   func(a, b queueRow) int { return cmp.Compare(b.EnqRate, a.EnqRate) },
+	}[*sortBy]
+	if less == nil {
+		return bad("--sort %q: name, ready, oldest or rate", *sortBy)
+	}
+	pattern := ""
+	if len(pos) == 1 {
+		pattern = pos[0]
+	}
+	names, err := prioq.ListQueues(ctx, c, pattern)
+	if err != nil {
+		return err
+	}
+	rows := make([]queueRow, len(names))
+	qs := make([]*prioq.Queue, len(names))
+	first := make([]prioq.Stats, len(names))
+	each(len(names), func(i int) {
+		q, err := prioq.OpenExisting(ctx, c, names[i], prioq.Config{AllowEviction: true, Logger: quietLogger()})
+		if err == nil {
+			qs[i] = q
+			first[i], err = q.Stats(ctx)
+		}
+		rows[i] = queueRow{Name: names[i], err: err}
+	})
+	start := time.Now()
+	if *window > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(*window):
+		}
+	}
+	each(len(names), func(i int) {
+		if qs[i] == nil || rows[i].err != nil {
+			return
+		}
+		st, err := qs[i].Stats(ctx)
 		if err != nil {
-			return nil, err
+			rows[i].err = err
+			return
 		}
-		for _, rs := range sets {
-			nodes = append(nodes, rs.Primary)
+		q, dt := qs[i], time.Since(start).Seconds()
+		rows[i] = queueRow{Name: q.Name(), Layout: q.Layout().String(), Mode: q.Mode().String(), Shards: q.Shards(),
+			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead,
+			OldestReady: st.OldestReady.Seconds(), Paused: st.Paused}
+		if *window > 0 {
+			rows[i].EnqRate = float64(st.Enqueued-first[i].Enqueued) / dt
+			rows[i].AckRate = float64(st.Acked-first[i].Acked) / dt
 		}
-	case radix.Client:
-		nodes = append(nodes, c)
-	}
-	var names []string
-	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: prioq.MetaKeyPattern, Count: 1000}).New(node)
-		var key string
-		for sc.Next(ctx, &key) {
-			if name, ok := prioq.QueueOfMetaKey(key); ok {
-				names = append(names, name)
+	})
+	slices.SortStableFunc(rows, func(a, b queueRow) int {
+		return cmp.Or(less(a, b), strings.Compare(a.Name, b.Name))
+	})
+	if *asJSON {
+		for _, r := range rows {
+			if r.err != nil {
+				b, _ := json.Marshal(map[string]string{"queue": r.Name, "error": r.err.Error()})
+				fmt.Fprintln(w, string(b))
+				continue
 			}
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(w, string(b))
 		}
-		if err := sc.Close(); err != nil {
-			return nil, err
-		}
+		return nil
 	}
-	slices.Sort(names)
-	return names, nil
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "queue\tready\tdelayed\tin flight\tdead\toldest ready\tenqueued/s\tacked/s\tpaused")
+	for _, r := range rows {
+		if r.err != nil {
+			fmt.Fprintf(tw, "%s\terror: %v\n", r.Name, r.err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%.1f\t%.1f\t%v\n", r.Name, r.Ready, r.Delayed, r.InFlight, r.Dead,
+			time.Duration(r.OldestReady*float64(time.Second)).Round(time.Millisecond), r.EnqRate, r.AckRate, r.Paused)
+	}
+	return tw.Flush()
+}
+
+// each runs f(0..n-1), statsWorkers at a time.
+func each(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, statsWorkers)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// queueNames lists every queue (prioq.ListQueues).
+func queueNames(ctx context.Context, c redisClient) ([]string, error) {
+	return prioq.ListQueues(ctx, c, "")
 }
 
 func newFlags(name string) *flag.FlagSet {

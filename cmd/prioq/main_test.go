@@ -122,9 +122,95 @@ func TestEnqueueStatsPeekCancel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 
-	out, _, code = prioqCmd(t, "", "queues")
+	out, _, code = prioqCmd(t, "", "queues", "--window", "0")
 	require.Equal(t, 0, code)
-	assert.Contains(t, strings.Split(out, "\n"), q.Name())
+	assert.Contains(t, out, "\n"+q.Name()+" ")
+}
+
+// A queue can be created from the shell (before, only a Go program calling
+// Open could: `prioq enqueue` answered "no queue").
+func TestCreate(t *testing.T) {
+	name := testkit.QueueName(t)
+	_, errOut, code := prioqCmd(t, "", "enqueue", name, "x")
+	require.Equal(t, 2, code)
+	assert.Contains(t, errOut, "no queue")
+
+	out, errOut, code := prioqCmd(t, "", "create", name, "--layout", "range:0:1000:4", "--shards", "2")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "created "+name+" (range:0:1000:4, at-least-once, 2 shard(s))\n", out)
+	out, _, code = prioqCmd(t, "", "enqueue", name, "--priority", "900", "x")
+	require.Equal(t, 0, code)
+	q, err := prioq.OpenExisting(context.Background(), client, name, prioq.Config{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, q.Shards())
+	peek, err := q.Peek(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, peek, 1)
+	assert.Equal(t, strings.TrimSpace(out), peek[0].ID)
+
+	out, _, code = prioqCmd(t, "", "create", name, "--layout", "range:0:1000:4", "--shards", "2")
+	require.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(out, "exists "), out)
+	_, errOut, code = prioqCmd(t, "", "create", name, "--layout", "levels:3")
+	assert.Equal(t, 2, code, "another layout")
+	assert.Contains(t, errOut, "different configuration")
+	for _, args := range [][]string{
+		{"create"}, {"create", name + "-b", "--layout", "levels:0"}, {"create", name + "-b", "--layout", "lanes:3"},
+		{"create", name + "-b", "--mode", "sometimes"}, {"create", name + "-b", "--shards", "0"},
+	} {
+		_, _, code := prioqCmd(t, "", args...)
+		assert.Equal(t, 2, code, "%v", args)
+	}
+	names, err := prioq.ListQueues(context.Background(), client, name+"-b")
+	require.NoError(t, err)
+	assert.Empty(t, names, "bad input creates nothing")
+}
+
+// prioq queues lists the queues matching a pattern with their figures,
+// sorted as asked; rates are measured over --window.
+func TestQueuesFiguresSortAndFilter(t *testing.T) {
+	ctx := context.Background()
+	base := testkit.QueueName(t)
+	depth := []int{2, 5, 1}
+	qs := make([]*prioq.Queue, len(depth))
+	for i, d := range depth {
+		q, err := prioq.Open(ctx, client, fmt.Sprintf("%s-%d", base, i), prioq.Config{})
+		require.NoError(t, err)
+		for range d {
+			_, err := q.Enqueue(ctx, []byte("x"))
+			require.NoError(t, err)
+		}
+		qs[i] = q
+	}
+	other := newQueue(t, prioq.Config{})
+	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--sort", "ready", "--window", "0", "--json")
+	require.Equal(t, 0, code, errOut)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var row map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &row))
+		got = append(got, fmt.Sprintf("%s=%v", row["queue"], row["ready"]))
+		assert.GreaterOrEqual(t, row["oldest_ready_seconds"].(float64), 0.0)
+	}
+	assert.Equal(t, []string{qs[1].Name() + "=5", qs[0].Name() + "=2", qs[2].Name() + "=1"}, got)
+	assert.NotContains(t, out, other.Name())
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			_, _ = qs[2].Enqueue(ctx, []byte("y"))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	out, _, code = prioqCmd(t, "", "queues", base+"-*", "--sort", "rate", "--window", "600ms")
+	<-done
+	require.Equal(t, 0, code)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, out)
+	assert.True(t, strings.HasPrefix(lines[1], qs[2].Name()+" "), "the queue being written to first: %s", out)
+	_, _, code = prioqCmd(t, "", "queues", "--sort", "size")
+	assert.Equal(t, 2, code)
 }
 
 func TestDeadLettersPauseAndPurge(t *testing.T) {
@@ -330,4 +416,19 @@ func TestStatsShowsShards(t *testing.T) {
 	out, _, code = prioqCmd(t, "", "stats", one.Name())
 	require.Equal(t, 0, code)
 	assert.NotContains(t, out, "shard")
+}
+
+// prioq queues over 10,000 real queues: every one listed with its figures.
+func TestQueuesTenThousand(t *testing.T) {
+	base := testkit.QueueName(t)
+	names := testq.OpenMany(t, client, base, 10000, prioq.Config{Layout: prioq.Levels(1)})
+	start := time.Now()
+	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--window", "0", "--sort", "name")
+	require.Equal(t, 0, code, errOut)
+	t.Logf("prioq queues over 10,000 queues: %v", time.Since(start))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 10001, "a header and one line per queue")
+	assert.True(t, strings.HasPrefix(lines[1], names[0]+" "), lines[1])
+	assert.True(t, strings.HasPrefix(lines[10000], names[9999]+" "), lines[10000])
+	assert.NotContains(t, out, "error")
 }

@@ -5,6 +5,7 @@ package testq
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/mediocregopher/radix/v4"
@@ -23,4 +24,36 @@ func Open(t testing.TB, c radix.Client, cfg prioq.Config) *prioq.Queue {
 	}
 	t.Cleanup(func() { _, _ = q.Purge(context.Background()); _, _ = q.PurgeDead(context.Background()) })
 	return q
+}
+
+// OpenMany creates n queues named base-00000, base-00001, ... with cfg, 32 at
+// a time, and deletes their keys when the test ends.
+func OpenMany(t testing.TB, c radix.Client, base string, n int, cfg prioq.Config) []string {
+	t.Helper()
+	names := make([]string, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%05d", base, i)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := prioq.Open(context.Background(), c, names[i], cfg)
+			errs <- err
+		}()
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			t.Fatalf("open %d test queues: %v", n, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, name := range names {
+			if q, err := prioq.OpenExisting(context.Background(), c, name, prioq.Config{}); err == nil {
+				_, _ = q.Purge(context.Background())
+			}
+			_ = c.Do(context.Background(), radix.Cmd(nil, "DEL", "prioq:{"+name+"}:meta", "prioq:{"+name+"}:counts"))
+		}
+	})
+	return names
 }
