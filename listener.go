@@ -213,11 +213,9 @@ func (m *multi) regroup() {
 				l.unsubscribe(u.s.k.wake)
 			}
 			u.node = nodes[i]
-			m.listenerLocked(u.node).subscribe(u.s.k.wake)
-			m.ready[u] = struct{}{}
+			m.listenerLocked(u.node).subscribe(u.s.k.wake) // and probed once subscribed
 		}
 	}
-	m.kickLocked()
 }
 
 // probeChannels probes the shards of channels (just subscribed).
@@ -232,7 +230,7 @@ func (m *multi) probeChannels(chans []string) {
 	m.mu.Unlock()
 	for _, units := range byNode {
 		for i := 0; i < len(units); i += probeChunk {
-			if err := m.probe(m.bg, units[i:min(i+probeChunk, len(units))]); err != nil && m.bg.Err() == nil {
+			if err := m.probe(m.bg, units[i:min(i+probeChunk, len(units))], true); err != nil && m.bg.Err() == nil {
 				m.report(err)
 			}
 		}

@@ -145,6 +145,31 @@ func TestMultiConsumerFindsWorkWithoutAnnouncement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "quiet", string(got.Payload))
 	t.Logf("found by the probe after %v", time.Since(start))
+
+	// Work with no wake-up at all (here: the queue was resumed by deleting
+	// its paused key, as an earlier version did, after a take claimed the
+	// wake-up and found the queue paused): the probe reads the lanes too.
+	require.NoError(t, qs[0].Pause(ctx))
+	received := make(chan *Message, 1)
+	go func() {
+		m, err := mc.Receive(ctx)
+		if err == nil {
+			received <- m
+		}
+	}()
+	_, err = qs[0].Enqueue(ctx, []byte("paused"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		return cl.Do(ctx, radix.Cmd(&n, "EXISTS", sh(qs[0]).k.wake)) == nil && n == 0
+	}, 5*time.Second, 10*time.Millisecond, "a take found it paused and claimed the wake-up")
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(qs[0]).k.paused)))
+	select {
+	case got = <-received:
+		require.Equal(t, "paused", string(got.Payload))
+	case <-ctx.Done():
+		t.Fatal("work without a wake-up was never found")
+	}
 }
 
 // Delayed messages are promoted when due, and expired leases come back, with

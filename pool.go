@@ -32,6 +32,12 @@ const poolCheckWait = 500 * time.Millisecond
 type poolUse struct {
 	reserved int          // blocking connections of the live consumers (under blockingMu)
 	inUse    atomic.Int64 // of those, waiting in Redis right now
+
+	// The last refusal (under blockingMu): with as many reserved and a need
+	// as large, the next consumer is refused without borrowing again (a
+	// borrow that fails holds the free connections for poolCheckWait, which
+	// every other call waits out); a consumer closing clears it.
+	refusedAt, refusedNeed int
 }
 
 var (
@@ -77,13 +83,19 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 		nd.use = usesOf(c, nd.node)
 		idle := nd.use.reserved - int(nd.use.inUse.Load()) // reserved, not waiting now: will want a connection
 		want := max(idle, 0) + nd.n + 1
-		if got := borrow(ctx, c, nd.key, want); got < want {
+		got := want
+		if nd.use.refusedNeed > 0 && nd.use.reserved >= nd.use.refusedAt && nd.n >= nd.use.refusedNeed {
+			got = -1 // refused before with no more room than now
+		} else if got = borrow(ctx, c, nd.key, want); got < want {
+			nd.use.refusedAt, nd.use.refusedNeed = nd.use.reserved, nd.n
+		}
+		if got < want {
 			where := ""
 			if nd.node != "" {
 				where = " on " + nd.node
 			}
 			return nil, fmt.Errorf("%w: %s waits on %d blocking connections%s, beside %d of the client's other consumers, "+
-				"plus 1 for every other call: the pool gave %d of %d within %v; size it for 2 per consumer of a "+
+				"plus 1 for every other call: the pool gave %d of %d within %v (-1: known from the last refusal); size it for 2 per consumer of a "+
 				"queue of one shard (1 with NoPromoter), 1 per shard on that node for a queue of several, 1 per "+
 				"node for a MultiConsumer, plus the calls the program makes at once",
 				ErrPoolTooSmall, what, nd.n, where, nd.use.reserved, got, want, poolCheckWait)
@@ -99,6 +111,7 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 			defer blockingMu.Unlock()
 			for _, nd := range needs {
 				nd.use.reserved -= nd.n
+				nd.use.refusedAt, nd.use.refusedNeed = 0, 0
 			}
 		})
 	}, nil

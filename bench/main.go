@@ -67,6 +67,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
 	cluster := flag.Bool("cluster", false, "only sharded queues on Redis Clusters of 1, 3 and 6 primaries (own redis-server processes), beside the unsharded queue and the raw list loop on as many hash tags")
+	queues := flag.Bool("queues", false, "only many queues: one MultiConsumer over 10,000 and over 100 queues (pool of 64) beside a single queue's Consumer")
 	flag.Parse()
 	if *reportFrom != "" {
 		rereport(*reportFrom, *out)
@@ -106,6 +107,10 @@ func main() {
 	ctx := context.Background()
 	if *cluster {
 		runClusterBench(ctx, p, *out)
+		return
+	}
+	if *queues {
+		runQueuesBench(ctx, p, *out)
 		return
 	}
 	srv, err := redisfind.Find(ctx)
