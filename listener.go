@@ -91,7 +91,7 @@ func (l *listener) run(ctx context.Context) {
 		if !sleepCtx(ctx, l.m.ccfg.RetryInterval) {
 			return
 		}
-		l.m.regroup()
+		l.m.resync(ctx)
 	}
 }
 
@@ -196,6 +196,18 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			return errSlotMoved
 		}
 	}
+}
+
+// resync refreshes a Cluster client's view of the slots (the listener's and
+// the probe's connections are its own, so radix does not see the MOVED
+// replies they get) and regroups.
+func (m *multi) resync(ctx context.Context) {
+	if cl, ok := m.c.(*radix.Cluster); ok {
+		sctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
+		_ = cl.Sync(sctx)
+		cancel()
+	}
+	m.regroup()
 }
 
 // regroup finds the node of every served shard again (after a slot moved or

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -539,6 +540,9 @@ func (m *multi) probeLoop(ctx context.Context) {
 		for _, units := range chunks {
 			if err := m.probe(ctx, units, round%deepEvery == 0); err != nil && ctx.Err() == nil {
 				m.report(err)
+				if strings.Contains(err.Error(), "non local key") {
+					m.resync(ctx) // a slot moved: probe it on its new node from the next round
+				}
 			}
 			if !sleepCtx(ctx, jitter(gap)) {
 				return
@@ -591,11 +595,16 @@ func (m *multi) chunks() [][]*unit {
 func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 	n := len(units)
 	keys := make([]string, 3*n, 4*n)
-	args := []string{strconv.Itoa(n)}
+	_, cluster := m.c.(*radix.Cluster)
+	args := []string{strconv.Itoa(n), "0", "0"}
+	if cluster {
+		args[2] = "1"
+	}
 	for i, u := range units {
 		keys[i], keys[n+i], keys[2*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases
 	}
 	if deep {
+		args[1] = args[0]
 		for _, u := range units {
 			keys = append(keys, u.s.k.paused)
 		}
@@ -604,20 +613,21 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 			args = append(args, strconv.Itoa(len(u.s.k.lanes)))
 		}
 	}
+	args = append(args, keys...) // undeclared: see probe.lua
 	var res []string
 	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
 	defer cancel()
 	var err error
-	if _, cluster := m.c.(*radix.Cluster); cluster {
+	if cluster {
 		// radix's Cluster client refuses keys of several slots; one
 		// connection of the node runs it (the script may: see its flags).
 		err = m.c.Do(cctx, radix.WithConn(units[0].s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
-			return conn.Do(ctx, probeScript.Cmd(&res, keys, args...))
+			return conn.Do(ctx, probeScript.Cmd(&res, nil, args...))
 		}))
 	} else {
 		// Elsewhere on a shared connection: WithConn would take one out of
 		// the pool, which every other call of the pool waits for.
-		err = m.c.Do(cctx, probeScript.Cmd(&res, keys, args...))
+		err = m.c.Do(cctx, probeScript.Cmd(&res, nil, args...))
 	}
 	if err != nil {
 		return fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)

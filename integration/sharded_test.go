@@ -676,3 +676,80 @@ func TestEnqueueSetsTheWakeUpWhileItsSlotMoves(t *testing.T) {
 	assert.NotContains(t, onSource, wake)
 	assert.Contains(t, onSource, "prioq:{"+q.Name()+"}:lane:1", "the message went to its lane on the old primary")
 }
+
+// A MultiConsumer on a cluster of 3 primaries: one subscribed connection per
+// primary (each shard's channel on the node of its slot), every message of 60
+// queues (some of 4 shards) picked up from its announcement, and a queue
+// whose slot moves to another primary is followed there.
+func TestMultiConsumerOnCluster(t *testing.T) {
+	c := newTestCluster(t, 3, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl := c.client(ctx, 8)
+	base := "multi-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	var qs []*prioq.Queue
+	for i := range 60 {
+		shards := 1
+		if i%10 == 0 {
+			shards = 4
+		}
+		q, err := prioq.Open(ctx, cl, fmt.Sprintf("%s-%02d", base, i), prioq.Config{Shards: shards})
+		require.NoError(t, err)
+		qs = append(qs, q)
+	}
+	onErr := func(err error) { t.Logf("background: %v", err) }
+	mc, err := prioq.NewMultiConsumer(ctx, cl, prioq.MultiConfig{Pattern: base + "-*", ProbeInterval: 500 * time.Millisecond,
+		Consumer: prioq.ConsumerConfig{OnError: onErr}})
+	require.NoError(t, err)
+	defer mc.Close(context.Background())
+	require.Len(t, mc.Queues(), 60)
+
+	perNode := map[string]int{}
+	for _, q := range qs {
+		for _, node := range q.ShardNodes() {
+			perNode[node]++
+		}
+	}
+	require.Len(t, perNode, 3, "the queues' shards are on every primary")
+	require.Eventually(t, func() bool {
+		for _, p := range c.primaries {
+			var chans []string
+			if nodeDo(ctx, p.addr(), &chans, "PUBSUB", "SHARDCHANNELS", "prioq*{"+base+"*") != nil || len(chans) != perNode[p.addr()] {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond, "each shard's channel subscribed on its own node: %v", perNode)
+
+	receive := func(want string) time.Duration {
+		start := time.Now()
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, string(m.Payload))
+		require.NoError(t, m.Ack(ctx))
+		return time.Since(start)
+	}
+	var slowest time.Duration
+	for _, q := range qs {
+		_, err := q.Enqueue(ctx, []byte(q.Name()), prioq.OrderingKey(q.Name()))
+		require.NoError(t, err)
+		slowest = max(slowest, receive(q.Name()))
+	}
+	t.Logf("60 queues on 3 primaries, one message each: slowest pickup %v", slowest)
+	require.Less(t, slowest, 400*time.Millisecond, "picked up from announcements, not probes")
+
+	// Move one queue's slot: its node drops the subscription, the consumer
+	// subscribes on the new node, and the queue is served as before.
+	q := qs[1]
+	slot := q.ShardSlots()[0]
+	owner := c.primaryIndex(c.ownerOf(slot))
+	to := c.primaries[(owner+1)%len(c.primaries)]
+	c.moveSlot(slot, to, 10, 0)
+	require.Eventually(t, func() bool {
+		var n []string
+		return nodeDo(ctx, to.addr(), &n, "PUBSUB", "SHARDNUMSUB", "prioq:{"+q.Name()+"}:wake") == nil && len(n) == 2 && n[1] == "1"
+	}, 15*time.Second, 50*time.Millisecond, "subscribed on the new owner")
+	_, err = q.Enqueue(ctx, []byte("moved"))
+	require.NoError(t, err)
+	t.Logf("after its slot moved: picked up in %v", receive("moved"))
+}
