@@ -60,12 +60,25 @@
 // atomic per shard, not across shards. Weights are refused with Shards > 1.
 // On a Redis Cluster, build the client with LazyPools.
 //
+// # Many queues
+//
+// A MultiConsumer serves any number of AtLeastOnce queues (by name or
+// pattern, strict or weighted across queues) on one connection per node: it
+// subscribes (SSUBSCRIBE) to each served shard's channel, on which writes
+// that make work ready announce it (SPUBLISH on the wake-up key's name, when
+// the wake-up member is new), takes from the queues it heard of, and probes
+// every queue every ProbeInterval (probe.lua) for what it missed, for due
+// times and for expired leases, so it runs no loop per queue. NewConsumer and
+// NewMultiConsumer refuse a consumer whose blocking connections the client's
+// pool cannot hold beside its other consumers' (ErrPoolTooSmall).
+//
 // # Cost per operation
 //
 // Round trips (one Lua call or one pipeline each) and Redis commands, counting
 // the commands a script runs:
 //
-//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua)
+//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua);
+//	                                       + SPUBLISH (a second round trip) when the wake-up was not set
 //	Enqueue otherwise (delay, ID, Range)   1 round trip; one script, 3-5 commands
 //	EnqueueBatch                           1 round trip for the whole batch (one script)
 //	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up

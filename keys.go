@@ -31,7 +31,10 @@ import (
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
 //	                            AtMostOnce with several shards); its score is minus the
 //	                            best priority made ready since a consumer last popped it
-//	                            (ZADD LT; -inf: not known)
+//	                            (ZADD LT; -inf: not known). Its name is also a shard
+//	                            channel: when the member is added, the write publishes
+//	                            "r" on it (SPUBLISH), and "d" when an earlier due time
+//	                            is scheduled, for MultiConsumers (multi.go)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)

@@ -36,6 +36,10 @@ const (
 // closes it instead of putting a subscribed connection back in the pool.
 var errListenerDone = errors.New("prioq: listener done")
 
+// errListenerIdle: every channel of the node was unsubscribed; the
+// connection goes back (closed) until one is wanted again.
+var errListenerIdle = errors.New("prioq: listener idle")
+
 // errSlotMoved: the node dropped a subscription by itself, because the
 // channel's slot moved to another node.
 var errSlotMoved = errors.New("prioq: a served shard's slot moved")
@@ -64,6 +68,15 @@ func (l *listener) unsubscribe(ch string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.want, ch)
+	if l.key == ch {
+		// It routed the connection: a channel it still wants routes it to
+		// the same node (and none: the listener idles).
+		l.key = ""
+		for k := range l.want {
+			l.key = k
+			break
+		}
+	}
 	l.poke()
 }
 
@@ -81,9 +94,20 @@ func (l *listener) run(ctx context.Context) {
 		l.mu.Lock()
 		key := l.key
 		l.mu.Unlock()
+		if key == "" { // nothing to listen to on this node (any more)
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.changed:
+			}
+			continue
+		}
 		err := l.m.c.Do(ctx, radix.WithConn(key, l.serve))
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errListenerIdle) {
+			continue
 		}
 		if !errors.Is(err, errSlotMoved) {
 			l.m.report(fmt.Errorf("prioq: multi consumer: listening on %q: %w", l.node, err))
@@ -149,6 +173,9 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 		case <-l.changed:
 			if err := sync(); err != nil {
 				return err
+			}
+			if len(have) == 0 {
+				return errListenerIdle
 			}
 		default:
 		}

@@ -596,9 +596,9 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 	n := len(units)
 	keys := make([]string, 3*n, 4*n)
 	_, cluster := m.c.(*radix.Cluster)
-	args := []string{strconv.Itoa(n), "0", "0"}
+	args := []string{strconv.Itoa(n), "0", ""}
 	if cluster {
-		args[2] = "1"
+		args[2] = "cluster"
 	}
 	for i, u := range units {
 		keys[i], keys[n+i], keys[2*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases

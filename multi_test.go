@@ -263,3 +263,29 @@ func TestMultiConsumerRefusesBadConfig(t *testing.T) {
 	_, err = NewMultiConsumer(ctx, cl, MultiConfig{Queues: []string{"x"}, ProbeInterval: time.Nanosecond})
 	require.ErrorIs(t, err, ErrInvalidOption)
 }
+
+// Removing every queue releases the listener's connection; adding one back
+// subscribes again and serves it.
+func TestMultiConsumerRemoveAllThenAdd(t *testing.T) {
+	cl := newClient(t)
+	base := queueName(t)
+	qs := openMany(t, cl, base, 2, Config{})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs)})
+	channels := func() int {
+		var chans []string
+		require.NoError(t, cl.Do(context.Background(), radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", "prioq:{"+base+"-*")))
+		return len(chans)
+	}
+	require.Eventually(t, func() bool { return channels() == 2 }, 5*time.Second, 10*time.Millisecond)
+	mc.Remove(qs[0].Name())
+	mc.Remove(qs[1].Name())
+	require.Eventually(t, func() bool { return channels() == 0 }, 5*time.Second, 10*time.Millisecond)
+	ctx := ctxT(t, 10*time.Second)
+	require.NoError(t, mc.Add(ctx, qs[1].Name()))
+	require.Eventually(t, func() bool { return channels() == 1 }, 5*time.Second, 10*time.Millisecond)
+	_, err := qs[1].Enqueue(ctx, []byte("back"))
+	require.NoError(t, err)
+	m, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "back", string(m.Payload))
+}

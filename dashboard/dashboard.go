@@ -159,7 +159,9 @@ const (
 	defaultPerPage = 50
 	maxPerPage     = 500
 	snapshotTTL    = 5 * time.Second
-	statsWorkers   = 64
+	// snapshotTimeout bounds reading every queue's figures for a sort.
+	snapshotTimeout = time.Minute
+	statsWorkers    = 64
 )
 
 // sorts are the list's orders: by name (the default) needs the figures of
@@ -204,12 +206,19 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		slices.Sort(names)
 		rows = h.statsOf(ctx, names[(page-1)*per:min(page*per, len(names))])
 	} else {
-		// A search reads what it found; the whole list, a snapshot.
-		all, at := h.statsOf(ctx, names), time.Now()
+		// A search reads what it found; the whole list, a snapshot. Either
+		// may take longer than one page's CallTimeout: thousands of queues,
+		// each opened once.
+		sctx, scancel := context.WithTimeout(r.Context(), snapshotTimeout)
+		defer scancel()
+		all, at := h.statsOf(sctx, names), time.Now()
 		if len(names) == len(h.cfg.Queues) {
-			all, at = h.snapshot(ctx, names)
+			all, at = h.snapshot(sctx, names)
 		}
-		slices.SortStableFunc(all, func(a, b queueRow) int { return cmp.Or(order(a, b), strings.Compare(a.Name, b.Name)) })
+		// Queues whose figures could not be read go last, whatever the order.
+		slices.SortStableFunc(all, func(a, b queueRow) int {
+			return cmp.Or(cmp.Compare(failed(a), failed(b)), order(a, b), strings.Compare(a.Name, b.Name))
+		})
 		rows, asOf = all[(page-1)*per:min(page*per, len(all))], at
 	}
 	link := func(p int, s string) string {
@@ -243,6 +252,14 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		data["AsOf"] = time.Since(asOf).Round(time.Second).String()
 	}
 	h.render(w, "index.html", data)
+}
+
+// failed is 1 for a row whose figures could not be read, else 0.
+func failed(r queueRow) int {
+	if r.Err != "" {
+		return 1
+	}
+	return 0
 }
 
 // statsOf reads the figures of the queues named, statsWorkers at a time,

@@ -20,13 +20,13 @@
 -- (keys.go describes every key.) No declared keys: Redis would refuse
 -- declared keys of several slots (CROSSSLOT) before the script runs; the
 -- flag lets it read undeclared ones of any slot of this node. ARGV: n; how
--- many lane counts follow (0, or n in a deep probe); 1 on a cluster, where
+-- many lane counts follow (0, or n in a deep probe); 'cluster' on a cluster, where
 -- one command may still not name keys of several slots (EXISTS is then
--- asked key by key), else 0; the lane counts; then the key names: the wake-up keys of n shards, their delayed keys, their
+-- asked key by key), else ''; the lane counts; then the key names: the wake-up keys of n shards, their delayed keys, their
 -- leases keys (prioq:{Q}:wake, :delayed, :leases) and, in a deep probe,
 -- their paused keys, then the lanes of each shard in turn (the lanes cost
 -- the most: a consumer reads them every few probes).
-local n, counts, cluster = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
+local n, counts, cluster = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == 'cluster'
 local KEYS = {}
 for i = 4 + counts, #ARGV do KEYS[#KEYS + 1] = ARGV[i] end
 local out = {}
