@@ -72,6 +72,15 @@ func (s *shard) do(ctx context.Context, a radix.Action) error {
 // isRedirect reports whether err is a cluster node's refusal to run a
 // command here and now: MOVED or ASK (its slot is elsewhere, or moving),
 // TRYAGAIN (a multi-key command while its slot moves), CLUSTERDOWN.
+// closedUnder reports whether err is radix's "closed" from a pool that a
+// Cluster client closed under a call (after a topology change, or the pool a
+// redirected call opened losing to another's): not the caller's doing, and
+// a blocking wait may simply go again.
+func closedUnder(c Client, err error) bool {
+	_, cluster := c.(*radix.Cluster)
+	return cluster && err != nil && err.Error() == "closed"
+}
+
 func isRedirect(err error) bool {
 	var se resp3.SimpleError
 	if !errors.As(err, &se) {

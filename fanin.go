@@ -452,6 +452,10 @@ func (w *waiter) run(ctx context.Context) {
 			_ = s.do(rctx, radix.Cmd(nil, "ZADD", s.k.wake, "LT", "-inf", wakeMember))
 			cancel()
 			return
+		case closedUnder(s.c, err):
+			// The Cluster client closed the pool under the wait: wait again
+			// on the pool it has now. The wake-up may have been popped.
+			fi.raise(w.i, hintUnknown)
 		case err != nil:
 			// The wake-up may have been popped into the failed call: what
 			// the shard holds is not known any more.

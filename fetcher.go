@@ -386,6 +386,9 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 				cancel()
 				return nil, ErrClosed
 			}
+			if closedUnder(q.c, err) {
+				return take() // the wake-up may have gone with the pool
+			}
 			return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
 		}
 		if len(got) > 0 {

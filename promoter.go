@@ -175,7 +175,9 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 		err := q.doBlocking(wctx, radix.Cmd(&got, "BLPOP", q.k.sched, timeout))
 		cancel()
 		marker := err == nil && len(got) > 0
-		if err != nil {
+		if err != nil && closedUnder(q.c, err) {
+			marker = true // the marker may have gone with the pool: promote
+		} else if err != nil {
 			if ctx.Err() != nil {
 				return // run puts a marker back
 			}
