@@ -493,7 +493,8 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
 	p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countEnqueued, strconv.Itoa(len(ps))))
-	armed := int64(-1) // the wake-up's ZADD reply; -1 until it arrives
+	armed := int64(-1)   // the wake-up's ZADD reply; -1 until it arrives
+	var announced *int64 // SPUBLISH's reply (receivers), when sent
 	var arm func() radix.Action
 	if s.wakes() {
 		// The best priority made ready (Levels: a lane), for the consumers of
@@ -503,6 +504,18 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", strconv.Itoa(-best), wakeMember)
 		}
 		p.Append(arm())
+		// Announce the work for MultiConsumers (multi.go) as arm_wake does
+		// in the scripts, in the same round trip: while the last
+		// announcement reached a subscriber, and otherwise once a second
+		// (to find out), so that a queue nobody listens to pays one command
+		// a second, not one a call. A MultiConsumer that subscribes
+		// meanwhile finds the work by its probe.
+		if now := time.Now().UnixNano(); s.heard.Load() || now >= s.nextAsk.Load() {
+			s.nextAsk.Store(now + int64(time.Second))
+			announced = new(int64)
+			*announced = -1
+			p.Append(radix.Cmd(announced, "SPUBLISH", s.k.wake, announceReady))
+		}
 	}
 	err, notRepl := s.writeWait(ctx, p)
 	// (Replies are read only after a reply: an abandoned call may still
@@ -513,11 +526,8 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 		// consumers would not hear of them. The enqueue stands either way.
 		_ = s.do(ctx, arm())
 	}
-	if err == nil && armed == 1 {
-		// The wake-up is new: announce the work as arm_wake does (lua/lib.lua)
-		// for a MultiConsumer. Only then, so a queue being drained pays
-		// nothing; a lost announcement costs a MultiConsumer its probe's delay.
-		_ = s.do(ctx, radix.Cmd(nil, "SPUBLISH", s.k.wake, announceReady))
+	if announced != nil && err == nil {
+		s.heard.Store(*announced > 0)
 	}
 	for j, m := range ps {
 		i := idx[j]

@@ -46,6 +46,11 @@ type shard struct {
 
 	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
 
+	// Plain enqueues announce work (producer.go) while heard (the last
+	// announcement reached a subscriber), else once nextAsk (unix ns) passed.
+	heard   atomic.Bool
+	nextAsk atomic.Int64
+
 	// blockUse counts the blocking commands waiting on its node's pool
 	// (pool.go), set by the first consumer.
 	blockUse atomic.Pointer[poolUse]
