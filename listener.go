@@ -123,6 +123,7 @@ func (l *listener) run(ctx context.Context) {
 // (what was announced before the subscription is found that way), then read
 // announcements and follow changes of what is wanted.
 func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
+	defer holding(l.m.c, l.node)()
 	have := map[string]bool{}
 	dropping := map[string]bool{} // unsubscribed by us: their confirmation is not a move
 	send := func(cmd, ch string) error {

@@ -127,7 +127,7 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 
 	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
 		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
-		listeners: map[string]*listener{}, removed: map[string]bool{}}
+		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{}}
 	names := slices.Clone(cfg.Queues)
 	if cfg.Pattern != "" {
 		found, err := ListQueues(ctx, c, cfg.Pattern)
@@ -145,12 +145,10 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 		return nil, err
 	}
 
-	what := "a MultiConsumer"
-	release, err := reserveBlocking(ctx, c, what, m.blockingNeeds(opened))
-	if err != nil {
+	if err := m.reserveNodes(ctx, opened); err != nil {
 		return nil, err
 	}
-	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: release}
+	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: m.releaseNodes}
 	cons.bg, cons.stop = context.WithCancel(context.Background())
 	m.ccfg, m.bg, m.report, m.goBg = &cons.cfg, cons.bg, cons.report, cons.goBackground
 	cons.fetcher = &fetcher{cfg: &cons.cfg, bg: cons.bg, report: cons.report, multi: m, callTimeout: qcfg.CallTimeout}
@@ -171,6 +169,9 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 func (mc *MultiConsumer) Add(ctx context.Context, name string) error {
 	opened, err := mc.m.open(ctx, []string{name}, true)
 	if err != nil {
+		return err
+	}
+	if err := mc.m.reserveNodes(ctx, opened); err != nil {
 		return err
 	}
 	mc.m.mu.Lock()
@@ -226,6 +227,9 @@ type multi struct {
 	listeners map[string]*listener // by node ("" without a cluster)
 	removed   map[string]bool      // by Remove: Pattern's rescans leave them out
 	nextRank  int
+
+	reservedNodes map[string]bool // nodes whose listener connection is reserved (pool.go)
+	releases      []func()
 }
 
 type multiQueue struct {
@@ -241,9 +245,11 @@ type unit struct {
 	s    *shard
 	node string
 
-	readyGen int // counts markReady calls (under multi.mu): a take's "drained" does not undo a later one
+	readyGen    int       // counts markReady calls (under multi.mu): a take's "drained" does not undo a later one
+	pausedUntil time.Time // a take found it paused: not taken from again before then (under multi.mu)
 
 	mu        sync.Mutex
+	removed   bool        // by Remove: its promotions stop
 	due       *time.Timer // the next promotion
 	promoting bool
 	downUntil time.Time // a take failed: left alone until then
@@ -298,19 +304,47 @@ func (m *multi) open(ctx context.Context, names []string, strict bool) ([]*multi
 	return out, nil
 }
 
-// blockingNeeds is one connection per node the queues live on.
-func (m *multi) blockingNeeds(mqs []*multiQueue) []blockingNeed {
+// reserveNodes checks and reserves the listener connection of each node of
+// mqs that has none yet (pool.go): one per node the queues live on, also
+// for queues added later. ErrPoolTooSmall when the pool cannot hold it.
+func (m *multi) reserveNodes(ctx context.Context, mqs []*multiQueue) error {
+	m.mu.Lock()
 	seen := map[string]bool{}
-	var out []blockingNeed
+	var needs []blockingNeed
 	for _, mq := range mqs {
 		for i, node := range mq.q.ShardNodes() {
-			if !seen[node] {
+			if !seen[node] && !m.reservedNodes[node] {
 				seen[node] = true
-				out = append(out, blockingNeed{node: node, key: mq.q.shards[i].k.slotKey(), n: 1})
+				needs = append(needs, blockingNeed{node: node, key: mq.q.shards[i].k.slotKey(), n: 1})
 			}
 		}
 	}
-	return out
+	m.mu.Unlock()
+	if len(needs) == 0 {
+		return nil
+	}
+	release, err := reserveBlocking(ctx, m.c, "a MultiConsumer", needs)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, nd := range needs {
+		m.reservedNodes[nd.node] = true
+	}
+	m.releases = append(m.releases, release)
+	return nil
+}
+
+// releaseNodes gives back every reservation (on Close).
+func (m *multi) releaseNodes() {
+	m.mu.Lock()
+	releases := m.releases
+	m.releases, m.reservedNodes = nil, map[string]bool{}
+	m.mu.Unlock()
+	for _, r := range releases {
+		r()
+	}
 }
 
 // addLocked serves mq: its shards join their node's listener, which
@@ -347,6 +381,7 @@ func (m *multi) removeLocked(name string) {
 			l.unsubscribe(u.s.k.wake)
 		}
 		u.mu.Lock()
+		u.removed = true
 		if u.due != nil {
 			u.due.Stop()
 		}
@@ -383,6 +418,11 @@ func (m *multi) announced(ch, what string) {
 		return
 	}
 	switch what {
+	case announceResumed:
+		m.mu.Lock()
+		u.pausedUntil = time.Time{}
+		m.mu.Unlock()
+		m.markReady(u)
 	case announceReady:
 		m.markReady(u)
 	case announceDue:
@@ -399,7 +439,7 @@ func (m *multi) pick() *unit {
 	var best []*unit
 	total := 0
 	for u := range m.ready {
-		if now.Before(u.downUntil) {
+		if now.Before(u.downUntil) || now.Before(u.pausedUntil) {
 			continue
 		}
 		if m.cfg.Weights == nil {
@@ -465,7 +505,11 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		switch {
 		case err != nil:
 			u.downUntil = time.Now().Add(m.ccfg.RetryInterval)
-		case (r.paused || !r.hasTop) && u.readyGen == gen:
+		case r.paused:
+			// Writes to a paused queue go on announcing it: without this,
+			// each would cost a take. Resume announces itself.
+			u.pausedUntil = time.Now().Add(m.cfg.ProbeInterval)
+		case !r.hasTop && u.readyGen == gen:
 			// Drained (or paused): the next announcement brings it back.
 			// One that came during the take was for work it may not have
 			// seen: the shard stays ready then.
@@ -488,7 +532,7 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 // promote runs u's promotions now and sets its timer for the next due time.
 func (m *multi) promote(u *unit) {
 	u.mu.Lock()
-	if u.promoting {
+	if u.promoting || u.removed {
 		u.mu.Unlock()
 		return
 	}
@@ -524,6 +568,9 @@ func (m *multi) promoteIn(u *unit, d time.Duration) {
 	defer u.mu.Unlock()
 	if u.due != nil {
 		u.due.Stop()
+	}
+	if u.removed {
+		return
 	}
 	u.due = time.AfterFunc(d, func() { m.promote(u) })
 }
@@ -693,6 +740,10 @@ func (m *multi) rescanLoop(ctx context.Context) {
 		names = slices.DeleteFunc(names, func(n string) bool { return m.removed[n] })
 		m.mu.Unlock()
 		opened, _ := m.open(ctx, names, false)
+		if err := m.reserveNodes(ctx, opened); err != nil {
+			m.report(fmt.Errorf("prioq: multi consumer: not serving %d new queues: %w", len(opened), err))
+			continue
+		}
 		m.mu.Lock()
 		for _, mq := range opened {
 			m.addLocked(mq)

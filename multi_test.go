@@ -3,6 +3,8 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,17 +135,23 @@ func TestMultiConsumerWeights(t *testing.T) {
 func TestMultiConsumerFindsWorkWithoutAnnouncement(t *testing.T) {
 	cl := newClient(t)
 	qs := openMany(t, cl, queueName(t), 2, Config{})
-	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 200 * time.Millisecond})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 200 * time.Millisecond,
+		Consumer: ConsumerConfig{RetryInterval: 3 * time.Second}})
 	ctx := ctxT(t, 10*time.Second)
 	m, err := mc.ReceiveBatch(ctxT(t, 300*time.Millisecond), 1) // all drained and waiting
 	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing yet: %v", m)
-	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", sh(qs[1]).k.wake, "0", wakeMember)))
+	// The listener's connection dies (it reconnects after RetryInterval, 3 s):
+	// the announcement of the next enqueue reaches nobody.
+	var killed int
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&killed, "CLIENT", "KILL", "TYPE", "pubsub")))
+	require.Equal(t, 1, killed)
 	_, err = qs[1].Enqueue(ctx, []byte("quiet"))
 	require.NoError(t, err)
 	start := time.Now()
 	got, err := mc.Receive(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "quiet", string(got.Payload))
+	require.Less(t, time.Since(start), 2*time.Second, "found by the probe, before the listener is back")
 	t.Logf("found by the probe after %v", time.Since(start))
 
 	// Work with no wake-up at all (here: the queue was resumed by deleting
@@ -320,4 +328,95 @@ func TestUnheardQueueAnnouncesOnceASecond(t *testing.T) {
 	limit := 2 + int(time.Since(start)/time.Second)
 	t.Logf("%d SPUBLISH for 200 enqueues in %v", sent, time.Since(start))
 	require.True(t, sent <= limit, "%d SPUBLISH for 200 enqueues in %v (at most %d)", sent, time.Since(start), limit)
+}
+
+func evalshaCalls(t *testing.T, cl radix.Client) int {
+	var cs string
+	require.NoError(t, cl.Do(context.Background(), radix.Cmd(&cs, "INFO", "commandstats")))
+	for _, l := range strings.Split(cs, "\n") {
+		if strings.HasPrefix(l, "cmdstat_evalsha:calls=") {
+			v := strings.TrimPrefix(l, "cmdstat_evalsha:calls=")
+			n, _ := strconv.Atoi(v[:strings.IndexByte(v, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+// A paused queue that producers keep writing to announces every write; a
+// MultiConsumer takes from it at most once a ProbeInterval until it is
+// resumed. Before (found in review), each announcement cost a take that
+// answered "paused": 14,433 scripts in a 2 s Receive.
+func TestMultiConsumerLeavesAPausedQueueAlone(t *testing.T) {
+	cl := ownPool(t, testAddr, 16) // its own server-wide counters are still shared: run alone
+	qs := openMany(t, cl, queueName(t), 2, Config{})
+	paused := qs[0]
+	ctx := ctxT(t, 30*time.Second)
+	require.NoError(t, paused.Pause(ctx))
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs)})
+	time.Sleep(300 * time.Millisecond)
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				_, _ = paused.Enqueue(pctx, []byte("p")) // plain enqueues: no script
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	before := evalshaCalls(t, cl)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := mc.Receive(rctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	takes := evalshaCalls(t, cl) - before
+	require.Less(t, takes, 100, "scripts run during a 2 s Receive with only a paused queue having writes")
+	require.NoError(t, paused.Resume(ctx))
+	m, err := mc.Receive(ctx)
+	require.NoError(t, err, "served again once resumed")
+	require.Equal(t, paused.Name(), m.Queue())
+}
+
+// A removed queue is no longer promoted. Before (found in review; 1 run in 6),
+// a promotion running when Remove stopped the queue's timer set the next
+// one afterwards, and the queue went on being promoted until Close.
+func TestMultiConsumerStopsPromotingARemovedQueue(t *testing.T) {
+	cl := newClient(t)
+	qs := openMany(t, cl, queueName(t), 30, Config{})
+	ctx := ctxT(t, 60*time.Second)
+	start := time.Now()
+	for _, q := range qs {
+		items := make([]EnqueueItem, 400)
+		for i := range items {
+			items[i] = EnqueueItem{Payload: []byte("d"), Options: []Option{At(start.Add(500*time.Millisecond + time.Duration(i)*5*time.Millisecond))}}
+		}
+		_, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+	}
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: time.Minute})
+	time.Sleep(time.Until(start.Add(time.Second)))
+	for _, q := range qs {
+		mc.Remove(q.Name())
+	}
+	time.Sleep(50 * time.Millisecond)
+	var before []int
+	for _, q := range qs {
+		var n int
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).k.delayed)))
+		before = append(before, n)
+	}
+	time.Sleep(500 * time.Millisecond)
+	still := 0
+	for i, q := range qs {
+		var n int
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).k.delayed)))
+		if n < before[i] {
+			still++
+		}
+	}
+	require.Zero(t, still, "queues still promoted by the MultiConsumer after Remove")
 }

@@ -34,11 +34,17 @@ type poolUse struct {
 	inUse    atomic.Int64 // of those, waiting in Redis right now
 
 	// The last refusal (under blockingMu): with as many reserved and a need
-	// as large, the next consumer is refused without borrowing again (a
-	// borrow that fails holds the free connections for poolCheckWait, which
-	// every other call waits out); a consumer closing clears it.
+	// as large, the next consumer is refused without borrowing again, for
+	// refusalKept (a borrow that fails holds the free connections for
+	// poolCheckWait, which every other call waits out); a consumer closing
+	// clears it. It expires: the program's own calls may have held the
+	// connections that were missing.
 	refusedAt, refusedNeed int
+	refusedUntil           time.Time
 }
+
+// refusalKept is how long a refusal answers for the pool without a borrow.
+const refusalKept = 2 * time.Second
 
 var (
 	blockingMu sync.Mutex
@@ -84,10 +90,11 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 		idle := nd.use.reserved - int(nd.use.inUse.Load()) // reserved, not waiting now: will want a connection
 		want := max(idle, 0) + nd.n + 1
 		got := want
-		if nd.use.refusedNeed > 0 && nd.use.reserved >= nd.use.refusedAt && nd.n >= nd.use.refusedNeed {
-			got = -1 // refused before with no more room than now
+		if nd.use.refusedNeed > 0 && nd.use.reserved >= nd.use.refusedAt && nd.n >= nd.use.refusedNeed &&
+			time.Now().Before(nd.use.refusedUntil) {
+			got = -1 // refused a moment ago with no more room than now
 		} else if got = borrow(ctx, c, nd.key, want); got < want {
-			nd.use.refusedAt, nd.use.refusedNeed = nd.use.reserved, nd.n
+			nd.use.refusedAt, nd.use.refusedNeed, nd.use.refusedUntil = nd.use.reserved, nd.n, time.Now().Add(refusalKept)
 		}
 		if got < want {
 			where := ""
@@ -95,10 +102,10 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 				where = " on " + nd.node
 			}
 			return nil, fmt.Errorf("%w: %s waits on %d blocking connections%s, beside %d of the client's other consumers, "+
-				"plus 1 for every other call: the pool gave %d of %d within %v (-1: known from the last refusal); size it for 2 per consumer of a "+
+				"plus 1 for every other call: the pool gave %d of %d within %v (-1: known from a refusal in the last %v); size it for 2 per consumer of a "+
 				"queue of one shard (1 with NoPromoter), 1 per shard on that node for a queue of several, 1 per "+
 				"node for a MultiConsumer, plus the calls the program makes at once",
-				ErrPoolTooSmall, what, nd.n, where, nd.use.reserved, got, want, poolCheckWait)
+				ErrPoolTooSmall, what, nd.n, where, nd.use.reserved, got, want, poolCheckWait, refusalKept)
 		}
 	}
 	for _, nd := range needs {
@@ -166,6 +173,20 @@ func nudge(c Client, key string, n int) {
 		_ = c.Do(ctx, radix.WithConn(key, func(context.Context, radix.Conn) error { return nil }))
 		cancel()
 	}
+}
+
+// holding counts a connection held for a long time (a MultiConsumer's
+// listener) as waiting on node's pool of c, until the returned func is
+// called: it is reserved, and no check can borrow it.
+func holding(c Client, node string) (done func()) {
+	if !reflect.TypeOf(c).Comparable() {
+		return func() {}
+	}
+	blockingMu.Lock()
+	u := usesOf(c, node)
+	blockingMu.Unlock()
+	u.inUse.Add(1)
+	return func() { u.inUse.Add(-1) }
 }
 
 // doBlocking runs a blocking command of s, counted as waiting.

@@ -2,11 +2,14 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -143,4 +146,94 @@ func TestPoolCheckDoesNotStallOtherCalls(t *testing.T) {
 	cancel()
 	wg.Wait()
 	require.Empty(t, failed, "calls made during the pool checks")
+}
+
+// holdConns takes n connections out of cl's pool and holds them for d.
+func holdConns(cl radix.Client, n int, d time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cl.Do(context.Background(), radix.WithConn("x", func(context.Context, radix.Conn) error {
+				time.Sleep(d)
+				return nil
+			}))
+		}()
+	}
+	return &wg
+}
+
+// A refusal caused by connections that the program held only for a moment
+// is remembered for refusalKept only. Before (found in review), it was
+// remembered until a consumer of the client closed: with no consumer yet,
+// for ever, and a pool that was entirely free again refused.
+func TestPoolRefusalExpires(t *testing.T) {
+	cl := ownPool(t, testAddr, 4)
+	q, err := Open(context.Background(), cl, queueName(t), Config{})
+	require.NoError(t, err)
+	wg := holdConns(cl, 2, 800*time.Millisecond) // a burst of other work
+	time.Sleep(50 * time.Millisecond)
+	_, err = q.NewConsumer(ConsumerConfig{})
+	require.ErrorIs(t, err, ErrPoolTooSmall, "refused while 2 of 4 are out (expected)")
+	wg.Wait()
+	time.Sleep(refusalKept + 100*time.Millisecond)
+	// The pool is free: 4 connections, a consumer needs 2 + 1.
+	c, err := q.NewConsumer(ConsumerConfig{})
+	if c != nil {
+		_ = c.Close(context.Background())
+	}
+	require.NoError(t, err, "pool of 4 entirely free, consumer needs 3")
+}
+
+// A MultiConsumer's listener holds a connection for good and counts as
+// waiting, so no check tries to borrow it. Before (found in review), a pool
+// of 3 (two listeners + 1 for other calls) refused a second MultiConsumer.
+func TestListenerIsCountedOnce(t *testing.T) {
+	cl := ownPool(t, testAddr, 3)
+	qs := openMany(t, cl, queueName(t), 2, Config{})
+	newMulti(t, cl, MultiConfig{Queues: names(qs[:1])})
+	time.Sleep(300 * time.Millisecond) // its listener is subscribed
+	mc, err := NewMultiConsumer(context.Background(), cl, MultiConfig{Queues: names(qs[1:])})
+	if mc != nil {
+		_ = mc.Close(context.Background())
+	}
+	require.NoError(t, err, "2 listeners + 1 for other calls fit a pool of 3")
+}
+
+// A MultiConsumer reserves a node's listener connection when a queue on that
+// node is first served, also by Add or a rescan: with no room, Add fails with
+// ErrPoolTooSmall and the pool keeps one connection for other calls. Before
+// (found in review), a MultiConsumer whose Pattern matched nothing reserved
+// nothing, the listener Add started took the last connection, and an
+// enqueue failed at its deadline.
+func TestMultiConsumerAddReservesItsConnection(t *testing.T) {
+	cl := ownPool(t, testAddr, 3)
+	base := queueName(t)
+	q, err := Open(context.Background(), cl, base+"-single", Config{})
+	require.NoError(t, err)
+	c := newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second}) // 2 blocking + 1 = 3: fits exactly
+	mc, err := NewMultiConsumer(context.Background(), cl, MultiConfig{Pattern: base + "-m-*"})
+	require.NoError(t, err, "accepted: it reserves nothing")
+	t.Cleanup(func() { _ = mc.Close(context.Background()) })
+	mq, err := Open(context.Background(), cl, base+"-m-1", Config{})
+	require.NoError(t, err)
+	require.ErrorIs(t, mc.Add(context.Background(), mq.Name()), ErrPoolTooSmall, "no room for its listener")
+	require.Empty(t, mc.Queues())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			m, err := c.Receive(ctx)
+			if err == nil {
+				_ = m.Ack(ctx)
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // consumer waits on 2, listener holds 1
+	ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer ecancel()
+	_, err = q.Enqueue(ectx, []byte("x"))
+	require.False(t, errors.Is(err, context.DeadlineExceeded), "no connection left for an enqueue: %v", err)
+	require.NoError(t, err)
 }

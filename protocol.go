@@ -47,8 +47,9 @@ const (
 	// shard's channel (the wake-up key's name, SPUBLISH) when work is made
 	// ready there and when an earlier due time is scheduled: what a
 	// MultiConsumer (multi.go) listens to.
-	announceReady = "r"
-	announceDue   = "d"
+	announceReady   = "r"
+	announceDue     = "d"
+	announceResumed = "u" // Resume (queue.go): work that waited is ready again
 
 	// schedMarker is the one element of the sched list: pushing it wakes
 	// the promoters, because a message now comes due earlier.

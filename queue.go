@@ -644,7 +644,7 @@ func (s *shard) resume(ctx context.Context) error {
 		p := radix.NewPipeline()
 		p.Append(radix.Cmd(&deleted, "DEL", s.k.paused))
 		p.Append(radix.Cmd(nil, "ZADD", s.k.wake, "LT", "-inf", wakeMember)) // what waits is not known
-		p.Append(radix.Cmd(nil, "SPUBLISH", s.k.wake, announceReady))        // for a MultiConsumer
+		p.Append(radix.Cmd(nil, "SPUBLISH", s.k.wake, announceResumed))      // for a MultiConsumer
 		return p
 	})
 	if err != nil && !(isReply(err) && deleted >= 0) {
