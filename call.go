@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -72,13 +73,14 @@ func (s *shard) do(ctx context.Context, a radix.Action) error {
 // isRedirect reports whether err is a cluster node's refusal to run a
 // command here and now: MOVED or ASK (its slot is elsewhere, or moving),
 // TRYAGAIN (a multi-key command while its slot moves), CLUSTERDOWN.
-// closedUnder reports whether err is radix's "closed" from a pool that a
-// Cluster client closed under a call (after a topology change, or the pool a
+// closedUnder reports whether err is radix's "closed", or a connection
+// closed under the call (net.ErrClosed), from a pool that a Cluster client
+// closed under a call (after a topology change, or the pool a
 // redirected call opened losing to another's): not the caller's doing, and
 // a blocking wait may simply go again.
 func closedUnder(c Client, err error) bool {
 	_, cluster := c.(*radix.Cluster)
-	return cluster && err != nil && err.Error() == "closed"
+	return cluster && err != nil && (err.Error() == "closed" || errors.Is(err, net.ErrClosed))
 }
 
 func isRedirect(err error) bool {

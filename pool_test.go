@@ -30,7 +30,9 @@ func TestConsumersNeverStarveTheirPool(t *testing.T) {
 	for i := range 12 {
 		q, err := Open(context.Background(), cl, fmt.Sprintf("%s-%d", queueName(t), i), Config{})
 		require.NoError(t, err)
-		c, err := q.NewConsumer(ConsumerConfig{})
+		// Waits far longer than the enqueues' deadline: a starved enqueue
+		// cannot be rescued by a wait that ends.
+		c, err := q.NewConsumer(ConsumerConfig{BlockTimeout: 30 * time.Second, PromoteWait: 30 * time.Second})
 		if err != nil {
 			require.ErrorContains(t, err, "pool", "the refusal says why")
 			require.True(t, strings.Contains(err.Error(), "2 per consumer"), "the refusal says how to size the pool: %v", err)
@@ -59,7 +61,7 @@ func TestConsumersNeverStarveTheirPool(t *testing.T) {
 	require.True(t, refused > 0, "12 consumers x 2 blocking waits do not fit a pool of 16")
 	time.Sleep(300 * time.Millisecond) // every accepted consumer is waiting now
 	for _, q := range accepted {
-		ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ectx, ecancel := context.WithTimeout(context.Background(), 5*time.Second) // CI runs modules side by side
 		_, err := q.Enqueue(ectx, []byte("x"))
 		ecancel()
 		require.NoError(t, err, "an enqueue beside the waiting consumers")
