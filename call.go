@@ -70,9 +70,6 @@ func (s *shard) do(ctx context.Context, a radix.Action) error {
 	return retryRedirects(ctx, func(ctx context.Context) error { return doBounded(ctx, s.c, s.cfg.CallTimeout, a) })
 }
 
-// isRedirect reports whether err is a cluster node's refusal to run a
-// command here and now: MOVED or ASK (its slot is elsewhere, or moving),
-// TRYAGAIN (a multi-key command while its slot moves), CLUSTERDOWN.
 // closedUnder reports whether err is radix's "closed", or a connection
 // closed under the call (net.ErrClosed), from a pool that a Cluster client
 // closed under a call (after a topology change, or the pool a
@@ -83,6 +80,9 @@ func closedUnder(c Client, err error) bool {
 	return cluster && err != nil && (err.Error() == "closed" || errors.Is(err, net.ErrClosed))
 }
 
+// isRedirect reports whether err is a cluster node's refusal to run a
+// command here and now: MOVED or ASK (its slot is elsewhere, or moving),
+// TRYAGAIN (a multi-key command while its slot moves), CLUSTERDOWN.
 func isRedirect(err error) bool {
 	var se resp3.SimpleError
 	if !errors.As(err, &se) {

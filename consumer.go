@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 )
 
@@ -123,7 +122,7 @@ func (q *Queue) blockingNeeds(cfg ConsumerConfig) []blockingNeed {
 		}
 		out[j].n += n
 	}
-	if !reflect.TypeOf(q.shards[0].c).Comparable() {
+	if !accountable(q.shards[0].c) {
 		return out
 	}
 	blockingMu.Lock()

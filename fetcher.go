@@ -408,10 +408,11 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 // are returned. If that fails too, the id stays taken until Purge; the error
 // goes to OnError.
 func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
+	// A consumer's messages share one mode (a MultiConsumer's: AtLeastOnce).
+	if len(msgs) == 0 || msgs[0].s.cfg.Mode != AtMostOnce {
+		return
+	}
 	for s, group := range byShard(msgs) {
-		if s.cfg.Mode != AtMostOnce {
-			continue
-		}
 		var ids []string
 		for _, m := range group {
 			if m.callerID {

@@ -261,18 +261,17 @@ func (m *multi) regroup() {
 // probeChannels probes the shards of channels (just subscribed).
 func (m *multi) probeChannels(chans []string) {
 	m.mu.Lock()
-	byNode := map[string][]*unit{}
+	var units []*unit
 	for _, ch := range chans {
 		if u := m.byChan[ch]; u != nil {
-			byNode[u.node] = append(byNode[u.node], u)
+			units = append(units, u)
 		}
 	}
+	chunks := chunkByNode(units)
 	m.mu.Unlock()
-	for _, units := range byNode {
-		for i := 0; i < len(units); i += probeChunk {
-			if err := m.probe(m.bg, units[i:min(i+probeChunk, len(units))], true); err != nil && m.bg.Err() == nil {
-				m.report(err)
-			}
+	for _, part := range chunks {
+		if err := m.probe(m.bg, part, true); err != nil && m.bg.Err() == nil {
+			m.report(err)
 		}
 	}
 }

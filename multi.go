@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 // The defaults of MultiConfig.
@@ -245,63 +247,53 @@ type unit struct {
 	s    *shard
 	node string
 
-	readyGen    int       // counts markReady calls (under multi.mu): a take's "drained" does not undo a later one
-	pausedUntil time.Time // a take found it paused: not taken from again before then (under multi.mu)
+	// Under multi.mu:
+	readyGen    int       // counts markReady calls: a take's "drained" does not undo a later one
+	pausedUntil time.Time // a take found it paused: not taken from again before then
+	downUntil   time.Time // a take failed: left alone until then
 
 	mu        sync.Mutex
 	removed   bool        // by Remove: its promotions stop
 	due       *time.Timer // the next promotion
 	promoting bool
-	downUntil time.Time // a take failed: left alone until then
 }
 
 // open opens the queues of names not served yet, openWorkers at a time.
 // With strict, a queue that does not exist or is AtMostOnce fails it all.
 func (m *multi) open(ctx context.Context, names []string, strict bool) ([]*multiQueue, error) {
-	var mu sync.Mutex
-	var out []*multiQueue
-	var errs []error
-	sem := make(chan struct{}, openWorkers)
-	var wg sync.WaitGroup
-	for i, name := range names {
+	got := make([]*multiQueue, len(names))
+	errs := make([]error, len(names))
+	fanout.Each(len(names), openWorkers, func(i int) {
 		m.mu.Lock()
-		_, have := m.queues[name]
+		_, have := m.queues[names[i]]
 		m.mu.Unlock()
 		if have {
-			continue
+			return
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			q, err := OpenExisting(ctx, m.c, name, m.qcfg)
-			if err == nil && q.cfg.Mode != AtLeastOnce {
-				err = fmt.Errorf("prioq: multi consumer: %w: %q is %s", ErrWrongMode, name, q.cfg.Mode)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			w := 1
-			if x, ok := m.cfg.Weights[name]; ok {
-				w = x
-			}
-			out = append(out, &multiQueue{q: q, weight: w, rank: i})
-		}()
-	}
-	wg.Wait()
-	if strict && len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		q, err := OpenExisting(ctx, m.c, names[i], m.qcfg)
+		if err == nil && q.cfg.Mode != AtLeastOnce {
+			err = fmt.Errorf("prioq: multi consumer: %w: %q is %s", ErrWrongMode, names[i], q.cfg.Mode)
+		}
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		w := 1
+		if x, ok := m.cfg.Weights[names[i]]; ok {
+			w = x
+		}
+		got[i] = &multiQueue{q: q, weight: w}
+	})
+	if err := errors.Join(errs...); err != nil && strict {
+		return nil, err
 	}
 	for _, err := range errs {
-		if m.report != nil {
+		if err != nil && m.report != nil {
 			m.report(err)
 		}
 	}
-	slices.SortFunc(out, func(a, b *multiQueue) int { return a.rank - b.rank })
-	return out, nil
+	// In names' order: addLocked ranks them so.
+	return slices.DeleteFunc(got, func(mq *multiQueue) bool { return mq == nil }), nil
 }
 
 // reserveNodes checks and reserves the listener connection of each node of
@@ -539,22 +531,12 @@ func (m *multi) promote(u *unit) {
 	u.promoting = true
 	u.mu.Unlock()
 	defer func() { u.mu.Lock(); u.promoting = false; u.mu.Unlock() }()
-	next := time.Duration(-1)
-	for m.bg.Err() == nil {
-		ctx, cancel := context.WithTimeout(m.bg, m.qcfg.CallTimeout)
-		moved, nx, _, err := u.s.promote(ctx)
-		cancel()
-		if err != nil {
-			if m.bg.Err() == nil {
-				m.report(err)
-			}
-			next = m.ccfg.RetryInterval
-			break
+	next, _, err := u.s.promoteDue(m.bg)
+	if err != nil {
+		if m.bg.Err() == nil {
+			m.report(err)
 		}
-		next = nx
-		if moved < u.s.cfg.PromoteBatch {
-			break
-		}
+		next = m.ccfg.RetryInterval
 	}
 	m.promoteIn(u, next)
 }
@@ -621,17 +603,25 @@ func (m *multi) stopAll() {
 // chunks splits the served shards by node, probeChunk at a time.
 func (m *multi) chunks() [][]*unit {
 	m.mu.Lock()
-	byNode := map[string][]*unit{}
+	defer m.mu.Unlock()
+	var all []*unit
 	for _, mq := range m.queues {
-		for _, u := range mq.units {
-			byNode[u.node] = append(byNode[u.node], u)
-		}
+		all = append(all, mq.units...)
 	}
-	m.mu.Unlock()
+	return chunkByNode(all)
+}
+
+// chunkByNode groups units by node, in calls of at most probeChunk: what one
+// probe call can read. Callers hold multi.mu (it reads unit.node).
+func chunkByNode(units []*unit) [][]*unit {
+	byNode := map[string][]*unit{}
+	for _, u := range units {
+		byNode[u.node] = append(byNode[u.node], u)
+	}
 	var out [][]*unit
-	for _, units := range byNode {
-		for i := 0; i < len(units); i += probeChunk {
-			out = append(out, units[i:min(i+probeChunk, len(units))])
+	for _, us := range byNode {
+		for i := 0; i < len(us); i += probeChunk {
+			out = append(out, us[i:min(i+probeChunk, len(us))])
 		}
 	}
 	return out
@@ -695,33 +685,11 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 				m.promoteIn(u, wait)
 			}
 		}
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= now {
-			m.sweep(ctx, u)
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
+			m.markReady(u)
 		}
 	}
 	return nil
-}
-
-// sweep gives u's expired leases back, as the sweeper does.
-func (m *multi) sweep(ctx context.Context, u *unit) {
-	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
-		back, dead, more, err := u.s.sweep(cctx, sweepBatch)
-		cancel()
-		if (back > 0 || dead > 0) && m.ccfg.OnSweep != nil {
-			m.ccfg.OnSweep(back, dead)
-		}
-		if err != nil {
-			m.report(err)
-			return
-		}
-		if back > 0 {
-			m.markReady(u)
-		}
-		if !more {
-			return
-		}
-	}
 }
 
 // rescanLoop lists Pattern's queues every RescanInterval and serves new ones.
@@ -779,10 +747,9 @@ func ListQueues(ctx context.Context, c Client, pattern string) ([]string, error)
 	default:
 		return nil, fmt.Errorf("%w: listing queues needs a radix client", ErrInvalidOption)
 	}
-	match := keyPrefix + "*" + keyTagEnd + metaName
 	var names []string
 	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: match, Count: 10000}).New(node)
+		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: MetaKeyPattern, Count: 10000}).New(node)
 		var key string
 		for sc.Next(ctx, &key) {
 			if name, ok := QueueOfMetaKey(key); ok {

@@ -51,6 +51,10 @@ var (
 	blocking   = map[Client]map[string]*poolUse{}
 )
 
+// accountable reports whether c can key the accounting: a client that
+// cannot (a func adapter) is not accounted, and not checked.
+func accountable(c Client) bool { return reflect.TypeOf(c).Comparable() }
+
 // usesOf returns the accounting of client c on node (created if new).
 // Callers hold blockingMu.
 func usesOf(c Client, node string) *poolUse {
@@ -78,8 +82,7 @@ type blockingNeed struct {
 // reserveBlocking checks that the pools can hold the consumer's blocking
 // connections (see above) and reserves them; release gives them back on Close.
 func reserveBlocking(ctx context.Context, c Client, what string, needs []blockingNeed) (release func(), err error) {
-	if !reflect.TypeOf(c).Comparable() {
-		// A client that cannot key a map (a func adapter) is not accounted.
+	if !accountable(c) {
 		return func() {}, nil
 	}
 	blockingMu.Lock()
@@ -179,7 +182,7 @@ func nudge(c Client, key string, n int) {
 // listener) as waiting on node's pool of c, until the returned func is
 // called: it is reserved, and no check can borrow it.
 func holding(c Client, node string) (done func()) {
-	if !reflect.TypeOf(c).Comparable() {
+	if !accountable(c) {
 		return func() {}
 	}
 	blockingMu.Lock()

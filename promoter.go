@@ -71,23 +71,14 @@ func (p *promoter) run(ctx context.Context) {
 		next := time.Duration(-1)
 		var err error
 		if promoteNow {
-			for {
-				var moved int
-				var now int64
-				cctx, cancel := context.WithTimeout(ctx, q.cfg.CallTimeout)
-				moved, next, now, err = q.promote(cctx)
-				cancel()
-				if err != nil {
-					// The server's clock is unknown until a promotion
-					// succeeds again: the next wake-up of any kind retries
-					// it rather than computing a sleep from a stale clock.
-					learnedAt = time.Time{}
-					break
-				}
+			var now int64
+			if next, now, err = q.promoteDue(ctx); err != nil {
+				// The server's clock is unknown until a promotion succeeds
+				// again: the next wake-up of any kind retries it rather than
+				// computing a sleep from a stale clock.
+				learnedAt = time.Time{}
+			} else {
 				serverMs, learnedAt = now, time.Now()
-				if moved < q.cfg.PromoteBatch {
-					break
-				}
 			}
 		} else {
 			if p.keepsMeta && round%metaEvery == 0 && q.cfg.Mode == AtMostOnce { // AtLeastOnce: the sweeper does it
@@ -189,6 +180,21 @@ func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
 		select {
 		case wake <- marker:
 		default:
+		}
+	}
+}
+
+// promoteDue promotes until a call moves fewer than PromoteBatch, each call
+// with its own CallTimeout, and returns the last call's time to the next due
+// message (-1: none) and server now. The promoter's and a MultiConsumer's
+// (multi.go).
+func (s *shard) promoteDue(ctx context.Context) (next time.Duration, nowMs int64, err error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		moved, next, nowMs, err := s.promote(cctx)
+		cancel()
+		if err != nil || moved < s.cfg.PromoteBatch {
+			return next, nowMs, err
 		}
 	}
 }

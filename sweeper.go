@@ -31,26 +31,35 @@ func (w *sweeper) run(ctx context.Context) {
 		if w.keepsMeta && round%metaEvery == 0 {
 			s.keepMeta(ctx, w.report)
 		}
-		for {
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-			back, dead, more, err := s.sweep(cctx, sweepBatch)
-			cancel()
-			if (back > 0 || dead > 0) && w.cfg.OnSweep != nil {
-				w.cfg.OnSweep(back, dead)
+		s.sweepExpired(ctx, w.cfg, w.report)
+	}
+}
+
+// sweepExpired gives every expired lease back, sweepBatch a call, each call
+// with its own CallTimeout; it tells cfg.OnSweep and the log what it did,
+// report its error, and returns how many it redelivered. The sweeper's and a
+// MultiConsumer's probe's (multi.go).
+func (s *shard) sweepExpired(ctx context.Context, cfg *ConsumerConfig, report func(error)) (redelivered int) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		back, dead, more, err := s.sweep(cctx, sweepBatch)
+		cancel()
+		redelivered += back
+		if (back > 0 || dead > 0) && cfg.OnSweep != nil {
+			cfg.OnSweep(back, dead)
+		}
+		if back > 0 || dead > 0 {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
+				slog.String("queue", s.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				report(err)
 			}
-			if back > 0 || dead > 0 {
-				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "prioq: expired leases",
-					slog.String("queue", s.name), slog.Int("redelivered", back), slog.Int("dead_lettered", dead))
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					w.report(err)
-				}
-				break
-			}
-			if !more {
-				break
-			}
+			return redelivered
+		}
+		if !more {
+			return redelivered
 		}
 	}
 }

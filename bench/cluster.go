@@ -243,7 +243,8 @@ func startBenchCluster(ctx context.Context, bin string, primaries int) ([]string
 	return addrs, stop, nil
 }
 
-// nodeCPU reads used_cpu_user + used_cpu_sys of each address, in µs.
+// nodeCPU reads used_cpu_user + used_cpu_sys of each address, in µs (0 for
+// one it cannot reach).
 func nodeCPU(ctx context.Context, addrs []string) []float64 {
 	out := make([]float64, len(addrs))
 	for i, a := range addrs {
@@ -251,17 +252,9 @@ func nodeCPU(ctx context.Context, addrs []string) []float64 {
 		if err != nil {
 			continue
 		}
-		var info string
-		_ = c.Do(ctx, radix.Cmd(&info, "INFO", "cpu"))
+		st, _ := readStats(ctx, c)
 		c.Close()
-		for _, line := range strings.Split(strings.ReplaceAll(info, "\r", ""), "\n") {
-			for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-				if v, ok := strings.CutPrefix(line, f); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					out[i] += x * 1e6
-				}
-			}
-		}
+		out[i] = st.cpu * 1e6
 	}
 	return out
 }

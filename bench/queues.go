@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +18,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/fanout"
 	"github.com/prioq/prioq/internal/redisfind"
 )
 
@@ -118,52 +119,26 @@ func runQueuesBench(ctx context.Context, p params, dir string) {
 // and empties them (an earlier run may have left some).
 func createBenchQueues(ctx context.Context, c radix.Client, base string, n int) []string {
 	names := make([]string, n)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for i := range names {
+	errs := make([]error, n)
+	fanout.Each(n, 32, func(i int) {
 		names[i] = fmt.Sprintf("bench-%s-%05d", base, i)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			q, err := prioq.Open(ctx, c, names[i], prioq.Config{Layout: prioq.Levels(3), AllowEviction: true})
-			if err == nil {
-				_, err = q.Purge(ctx)
-			}
-			if err != nil {
-				failed.Store(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
+		q, err := prioq.Open(ctx, c, names[i], prioq.Config{Layout: prioq.Levels(3), AllowEviction: true})
+		if err == nil {
+			_, err = q.Purge(ctx)
+		}
+		errs[i] = err
+	})
+	if err := errors.Join(errs...); err != nil {
 		fatal(err)
 	}
 	return names
 }
 
-// serverCPU is the Redis process's CPU time so far, µs, and its command calls.
+// serverCPU is the Redis process's CPU time so far, µs, and the commands it
+// ran (inside scripts too), from readStats.
 func serverCPU(ctx context.Context, c radix.Client) (cpu float64, calls int64) {
-	var info string
-	_ = c.Do(ctx, radix.Cmd(&info, "INFO", "all"))
-	for _, line := range strings.Split(strings.ReplaceAll(info, "\r", ""), "\n") {
-		for _, f := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if v, ok := strings.CutPrefix(line, f); ok {
-				x, _ := strconv.ParseFloat(v, 64)
-				cpu += x * 1e6
-			}
-		}
-		if strings.HasPrefix(line, "cmdstat_") {
-			if i := strings.Index(line, "calls="); i >= 0 {
-				v := line[i+len("calls="):]
-				v = v[:strings.IndexByte(v, ',')]
-				n, _ := strconv.ParseInt(v, 10, 64)
-				calls += n
-			}
-		}
-	}
-	return cpu, calls
+	st, _ := readStats(ctx, c)
+	return st.cpu * 1e6, st.commands
 }
 
 // heldConns counts the server's clients that are blocked or subscribed.

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 //go:embed templates/*.html static/*
@@ -267,25 +268,17 @@ func failed(r queueRow) int {
 // of time behind a slow one.
 func (h *handler) statsOf(ctx context.Context, names []string) []queueRow {
 	rows := make([]queueRow, len(names))
-	sem := make(chan struct{}, statsWorkers)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			row := queueRow{Name: name}
-			q, err := h.open(ctx, name)
-			if err == nil {
-				row.Stats, err = q.Stats(ctx)
-			}
-			if err != nil {
-				row.Err = err.Error()
-			}
-			rows[i] = row
-		}()
-	}
-	wg.Wait()
+	fanout.Each(len(names), statsWorkers, func(i int) {
+		row := queueRow{Name: names[i]}
+		q, err := h.open(ctx, names[i])
+		if err == nil {
+			row.Stats, err = q.Stats(ctx)
+		}
+		if err != nil {
+			row.Err = err.Error()
+		}
+		rows[i] = row
+	})
 	return rows
 }
 

@@ -336,4 +336,13 @@ local function arm_wake(key, prio)
   if redis.call('ZADD', key, 'LT', prio and -prio or '-inf', WAKE) == 1 then announce(key, ANNOUNCE_READY) end
 end
 
+-- try_arm is arm_wake for a script past its first write: a wrong-typed
+-- wake-up key does not raise; the ZADD's reply (an error table then) is
+-- returned for the script to undo or pass over.
+local function try_arm(key, prio)
+  local ok = redis.pcall('ZADD', key, 'LT', prio and -prio or '-inf', WAKE)
+  if ok == 1 then announce(key, ANNOUNCE_READY) end
+  return ok
+end
+
 -- The script itself follows.

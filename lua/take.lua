@@ -261,7 +261,7 @@ if lease == 0 then
       if kind == KIND_LEVELS then out[#out + 1] = item else out[#out + 1] = item[1] end
     end
   end
-  if more and redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE) == 1 then announce(KEYS[4], ANNOUNCE_READY) end
+  if more then try_arm(KEYS[4], top) end
   return with_broken(out, top)
 end
 
@@ -304,8 +304,7 @@ if err then undo(err, true, false) end
 -- above). Re-arming when nothing is left would only make another consumer
 -- run an empty take. The marker is a single-member set, so it cannot grow.
 if more then
-  local ok = redis.pcall('ZADD', KEYS[4], 'LT', top and -top or '-inf', WAKE)
+  local ok = try_arm(KEYS[4], top)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
-  if ok == 1 then announce(KEYS[4], ANNOUNCE_READY) end
 end
 return with_broken(out, top)

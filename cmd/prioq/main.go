@@ -29,7 +29,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 
 	"github.com/prioq/prioq"
 	"github.com/prioq/prioq/dashboard"
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 const usage = `usage: prioq [--url URL] <command> [flags] [args]
@@ -250,7 +250,7 @@ func web(ctx context.Context, c redisClient, args []string, w io.Writer) error {
 		return err
 	}
 	if len(names) == 0 {
-		if names, err = queueNames(ctx, c); err != nil {
+		if names, err = prioq.ListQueues(ctx, c, ""); err != nil {
 			return err
 		}
 	}
@@ -364,7 +364,7 @@ func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) 
 	rows := make([]queueRow, len(names))
 	qs := make([]*prioq.Queue, len(names))
 	first := make([]prioq.Stats, len(names))
-	each(len(names), func(i int) {
+	fanout.Each(len(names), statsWorkers, func(i int) {
 		q, err := prioq.OpenExisting(ctx, c, names[i], prioq.Config{AllowEviction: true, Logger: quietLogger()})
 		if err == nil {
 			qs[i] = q
@@ -380,7 +380,7 @@ func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) 
 		case <-time.After(*window):
 		}
 	}
-	each(len(names), func(i int) {
+	fanout.Each(len(names), statsWorkers, func(i int) {
 		if qs[i] == nil || rows[i].err != nil {
 			return
 		}
@@ -424,26 +424,6 @@ func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) 
 			time.Duration(r.OldestReady*float64(time.Second)).Round(time.Millisecond), r.EnqRate, r.AckRate, r.Paused)
 	}
 	return tw.Flush()
-}
-
-// each runs f(0..n-1), statsWorkers at a time.
-func each(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, statsWorkers)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
-
-// queueNames lists every queue (prioq.ListQueues).
-func queueNames(ctx context.Context, c redisClient) ([]string, error) {
-	return prioq.ListQueues(ctx, c, "")
 }
 
 func newFlags(name string) *flag.FlagSet {

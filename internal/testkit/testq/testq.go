@@ -5,12 +5,14 @@ package testq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/fanout"
 	"github.com/prioq/prioq/internal/testkit"
 )
 
@@ -31,21 +33,13 @@ func Open(t testing.TB, c radix.Client, cfg prioq.Config) *prioq.Queue {
 func OpenMany(t testing.TB, c radix.Client, base string, n int, cfg prioq.Config) []string {
 	t.Helper()
 	names := make([]string, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	for i := range names {
+	errs := make([]error, n)
+	fanout.Each(n, 32, func(i int) {
 		names[i] = fmt.Sprintf("%s-%05d", base, i)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			_, err := prioq.Open(context.Background(), c, names[i], cfg)
-			errs <- err
-		}()
-	}
-	for range names {
-		if err := <-errs; err != nil {
-			t.Fatalf("open %d test queues: %v", n, err)
-		}
+		_, errs[i] = prioq.Open(context.Background(), c, names[i], cfg)
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("open %d test queues: %v", n, err)
 	}
 	t.Cleanup(func() {
 		for _, name := range names {
