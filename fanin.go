@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 // fanin.go: how a consumer of a queue of several shards takes: one blocking
@@ -289,17 +291,11 @@ func (f *fetcher) probeUnknown() {
 	}
 	tops := make([]int64, len(unknown))
 	errs := make([]error, len(unknown))
-	var wg sync.WaitGroup
-	for j, i := range unknown {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), f.shards[i].cfg.CallTimeout)
-			defer cancel()
-			tops[j], errs[j] = f.shards[i].top(ctx)
-		}()
-	}
-	wg.Wait()
+	fanout.Each(len(unknown), len(unknown), func(j int) {
+		ctx, cancel := context.WithTimeout(context.Background(), f.shards[unknown[j]].cfg.CallTimeout)
+		defer cancel()
+		tops[j], errs[j] = f.shards[unknown[j]].top(ctx)
+	})
 	for j, i := range unknown {
 		if errs[j] != nil {
 			f.report(errs[j])
