@@ -172,7 +172,8 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 // MaxBatch however large n is), in priority order, in one round trip.
 // AtLeastOnce fills the batch from lane after lane (in the drawn order with
 // Weights); an AtMostOnce batch comes from the highest non-empty lane only
-// (one blocking pop). Cancelling ctx works as for Receive: it returns ctx.Err() and
+// (one blocking pop), except on a Range queue of format 4, whose AtMostOnce
+// takes are scripts that fill it as AtLeastOnce does. Cancelling ctx works as for Receive: it returns ctx.Err() and
 // takes nothing for the caller.
 func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) {
 	if n < 1 {

@@ -325,7 +325,9 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 				assert.Equal(t, late, got.ID)
 				assert.Less(t, time.Since(start), time.Second)
 				// Passed by, not in silence.
-				if m.mode == AtLeastOnce {
+				// (AtMostOnce on a Range queue of format 4 takes with
+				// take.lua, which reports them like an AtLeastOnce take.)
+				if m.mode == AtLeastOnce || sh(q).lists() {
 					assert.Contains(t, logged.String(), "lane keys of the wrong type")
 				} else {
 					assert.Greater(t, errs.Load(), int64(0), "reported to OnError")

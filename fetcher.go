@@ -139,7 +139,11 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 	case f.fanin != nil:
 		msgs, err = f.fetchFanIn(n)
 	case f.s.cfg.Mode == AtLeastOnce:
-		msgs, err = f.fetchLeased(n)
+		msgs, err = f.fetchLeased(n, f.cfg.Lease)
+	case f.s.lists():
+		// No blocking pop takes a Range (format 4) message: wait on the
+		// wake-up, take with take.lua and no lease.
+		msgs, err = f.fetchLeased(n, 0)
 	default:
 		msgs, err = f.fetchPopped(n)
 	}
@@ -356,18 +360,23 @@ func (f *fetcher) findBroken() error {
 // the consumer's background context, so Close interrupts it at once: the
 // marker is only a hint, and a marker lost with the closed connection is put
 // back.
-func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
+//
+// With lease 0 it is the AtMostOnce fetch of a Range queue of format 4: the
+// same, without leases; with no sweep to re-arm a wake-up lost with a killed
+// consumer, a wait that times out takes too (one script per BlockTimeout per
+// idle consumer).
+func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	c, q := f, f.s
 	take := func() ([]*Message, error) {
 		if c.cfg.Weights == nil {
 			// The queue's fixed order: merged with its other consumers' takes.
-			return q.takeMerged(c.bg, n, c.cfg.Lease)
+			return q.takeMerged(c.bg, n, lease)
 		}
 		// Not derived from c.bg: a take abandoned by Close would lease a
 		// message nobody holds until its lease ran out. It ends by itself.
 		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
 		defer cancel()
-		msgs, _, err := q.take(ctx, f.laneOrder(), n, c.cfg.Lease)
+		msgs, _, err := q.take(ctx, f.laneOrder(), n, lease)
 		return msgs, err
 	}
 	msgs, err := take()
@@ -393,6 +402,11 @@ func (f *fetcher) fetchLeased(n int) ([]*Message, error) {
 		}
 		if len(got) > 0 {
 			return take()
+		}
+		if lease == 0 {
+			if msgs, err := take(); err != nil || len(msgs) > 0 {
+				return msgs, err
+			}
 		}
 		if !f.stillWanted() {
 			return nil, nil
@@ -493,17 +507,31 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 	wait := 5 * time.Millisecond
 	for pending := held; len(pending) > 0; {
 		pushed := make([]int64, len(pending)) // a command's reply; -1 until it arrives
+		named := make([]int64, len(pending))  // Range (format 4): the index's ZADD reply
 		p := radix.NewPipeline()
 		for i := len(pending) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
 			m := pending[i]
-			pushed[i] = -1
-			if q.isRange() {
+			pushed[i], named[i] = -1, -1
+			switch {
+			case q.lists():
+				p.Append(radix.Cmd(&pushed[i], "LPUSH", q.prioList(m.Priority), string(m.raw)))
+				p.Append(radix.Cmd(&named[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), fmtInt(m.Priority)))
+			case q.isRange():
 				p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
-			} else {
+			default:
 				p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
 			}
 		}
 		err = q.do(ctx, p)
+		for i, m := range pending {
+			// Back in its list, but not named in the index: name it again,
+			// or no take would find it (a failure is reported).
+			if q.lists() && pushed[i] >= 0 && named[i] < 0 {
+				if nerr := q.do(ctx, radix.Cmd(nil, "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), fmtInt(m.Priority))); nerr != nil {
+					f.report(fmt.Errorf("prioq: close consumer of %q: naming %s in its index: %w", q.name, q.prioList(m.Priority), nerr))
+				}
+			}
+		}
 		if err != nil && !isReply(err) {
 			return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(pending), err)
 		}

@@ -115,6 +115,17 @@ var someLayouts = []struct {
 }{
 	{"Levels5", Levels(5)},
 	{"Range", Range(-1000, 1000, 7)},
+	{"RangeSeq", seqRange(-1000, 1000, 7)},
+}
+
+// seqRange is Range as versions before storage format 4 stored it (segments
+// of seq‖envelope): Open writes format 2 (3 sharded) for it, as those
+// versions did, and serves it the way they did; Open of a plain Range
+// layout finds such a queue the same way (TestRangeQueuesOfFormat2KeepWorking).
+func seqRange(lo, hi int64, segments int) Layout {
+	l := Range(lo, hi, segments)
+	l.seqMembers = true
+	return l
 }
 
 // threeLanes are a Levels and a Range layout of three lanes each, for tests
@@ -122,7 +133,7 @@ var someLayouts = []struct {
 var threeLanes = []struct {
 	name   string
 	layout Layout
-}{{"Levels3", Levels(3)}, {"Range", Range(0, 99, 3)}}
+}{{"Levels3", Levels(3)}, {"Range", Range(0, 99, 3)}, {"RangeSeq", seqRange(0, 99, 3)}}
 
 // newRand is a seeded generator whose seed is logged, to replay a failure.
 func newRand(t testing.TB) *mrand.Rand {

@@ -19,7 +19,16 @@ import (
 //	prioq:{Q}:meta      HASH    layout, mode, format: written by Open when missing
 //	                            (and put back by consumers if a restart lost it)
 //	prioq:{Q}:lane:N    LIST    Levels: envelopes of priority N, oldest first
-//	prioq:{Q}:lane:N    ZSET    Range: segment N; member seq‖envelope, score -priority
+//	prioq:{Q}:lane:N    ZSET    Range: segment N, the index of its priorities that have
+//	                            messages waiting: member the priority P (decimal), score -P
+//	prioq:{Q}:prio:P    LIST    Range: envelopes of priority P, oldest first. Its name
+//	                            is built by the scripts (lib.lua plist_key) from a lane
+//	                            key and P, the one name they build: a take learns P as it
+//	                            pops it from the index. A name in an index may outlive its
+//	                            list (a cancel, a put-back refused); a take drops it.
+//	                            Range queues stored before format 4 (meta "format" 2 or 3)
+//	                            have no such lists: their segment N holds the messages,
+//	                            member seq‖envelope, score -priority (Layout.seqMembers)
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
@@ -56,6 +65,7 @@ type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	wake, paused, leases, inflight, dead           string
 	lanes                                          []string // lane 0 (lowest priority) first
+	prefix                                         string   // what every key but meta starts with
 
 	// Built once per queue, read-only afterwards: every slice has cap == len,
 	// so an append by a caller copies instead of writing into it.
@@ -158,6 +168,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		dead:     p + "dead",
 		counts:   p + "counts",
 		lanes:    make([]string, lanes),
+		prefix:   p,
 	}
 	k.laneIndex = make(map[string]int, lanes)
 	for i := range k.lanes {
@@ -177,6 +188,12 @@ func keysAt(p, meta string, lanes int) keySet {
 	k.releaseKeys = withLanes(k.lanes, k.leases, k.inflight, k.dead, k.wake)
 	k.deadKeys = withLanes(k.lanes, k.dead, k.ids, k.seq, k.wake)
 	return k
+}
+
+// prioList is the key of the list of priority p (Range, format 4); the
+// scripts build the same name from a lane key (lua/lib.lua plist_key).
+func (k keySet) prioList(p int64) string {
+	return k.prefix + prioListTag + strconv.FormatInt(p, 10)
 }
 
 // slotKey is a key of the shard's own hash slot (the meta key is not, for a

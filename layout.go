@@ -14,6 +14,11 @@ type Layout struct {
 	levels   int
 	lo, hi   int64
 	segments int
+
+	// seqMembers: a Range queue stored by a version before format 4, whose
+	// segments hold the messages as seq‖envelope (see segment.go). Found by
+	// Open in the meta key, never set by a caller; String ignores it.
+	seqMembers bool
 }
 
 type layoutKind uint8

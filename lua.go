@@ -106,6 +106,10 @@ var (
 	cancelSrc    string
 	cancelScript = newScript(cancelSrc)
 
+	//go:embed lua/depth.lua
+	depthSrc    string
+	depthScript = newScript(depthSrc)
+
 	//go:embed lua/peek.lua
 	peekSrc    string
 	peekScript = newScript(peekSrc)

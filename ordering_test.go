@@ -264,7 +264,9 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 			if rng.IntN(4) == 0 {
 				k = 2 + rng.IntN(6)
 			}
-			want := ref.take(k, mode == AtLeastOnce)
+			// (AtMostOnce on a Range queue of format 4 takes with
+			// take.lua too.)
+			want := ref.take(k, mode == AtLeastOnce || sh(q).lists())
 			got, err := cons.ReceiveBatch(ctx, k)
 			require.NoError(t, err)
 			gotIDs := make([]string, len(got))

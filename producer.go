@@ -149,6 +149,7 @@ type prepared struct {
 	caller bool
 	due    string // '' ready now, "+ms" after the server's now, "ms" at that unix time
 	lane   int
+	prio   int64
 	score  string
 	env    []byte
 	shard  int
@@ -187,7 +188,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	} else if o.delay > 0 {
 		due = "+" + fmtInt(leaseMs(o.delay))
 	}
-	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane}
+	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane, prio: o.priority}
 	switch {
 	case len(q.shards) == 1:
 	case o.orderingKey != "":
@@ -404,13 +405,15 @@ func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 }
 
 // canSendPlain reports whether a send needs no script: one message, to a
-// Levels queue, ready now (no Delay, no At: the server's clock decides when
-// those are due), with a generated id (so there is no duplicate to detect).
-// This is the common case, and a Lua call costs Redis ~10 µs of fixed
-// overhead that an RPUSH does not. Batches keep the script: it makes them
-// atomic and its overhead is shared by the batch.
+// Levels queue or a Range queue of format 4, ready now (no Delay, no At: the
+// server's clock decides when those are due), with a generated id (so there
+// is no duplicate to detect). This is the common case, and a Lua call costs
+// Redis ~10 µs of fixed overhead that an RPUSH does not. Batches keep the
+// script: it makes them atomic and its overhead is shared by the batch.
+// (Range queues of earlier formats need the seq counter's next value in
+// the member, which only a script can read and write in one step.)
 func (s *shard) canSendPlain(ps []prepared) bool {
-	return len(ps) == 1 && !s.isRange() && !ps[0].caller && ps[0].due == ""
+	return len(ps) == 1 && (!s.isRange() || s.lists()) && !ps[0].caller && ps[0].due == ""
 }
 
 // sendPlain stores one ready message of a Levels queue without Lua, merged
@@ -476,19 +479,38 @@ func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 // ps (out[idx[j]] for ps[j]) and returns the messages whose RPUSH a
 // redirect refused, to send again.
 func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out []plainResult) (redo []prepared, redoIdx []int) {
-	byLane := make(map[int][]string, 4)
-	var order []int // lanes in first-use order
-	for _, m := range ps {
-		if byLane[m.lane] == nil {
-			order = append(order, m.lane)
+	// The list each message goes to: its level's, or its priority's (Range),
+	// which its segment's index must then name.
+	listOf := func(m prepared) string {
+		if s.lists() {
+			return s.prioList(m.prio)
 		}
-		byLane[m.lane] = append(byLane[m.lane], string(m.env))
+		return s.k.lanes[m.lane]
 	}
-	length := make(map[int]*int64, len(order)) // a lane's length after its RPUSH; 0 until its reply arrives
+	byList := make(map[string][]string, 4)
+	first := make(map[string]prepared, 4)
+	var order []string // lists in first-use order
+	best := ps[0].prio
+	for _, m := range ps {
+		l := listOf(m)
+		if byList[l] == nil {
+			order = append(order, l)
+			first[l] = m
+		}
+		byList[l] = append(byList[l], string(m.env))
+		best = max(best, m.prio)
+	}
+	length := make(map[string]*int64, len(order)) // a list's length after its RPUSH; 0 until its reply arrives
+	named := make(map[string]*int64, len(order))  // Range: the index's ZADD reply; -1 until it arrives
 	p := radix.NewPipeline()
 	for _, l := range order {
 		length[l] = new(int64)
-		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{s.k.lanes[l]}, byLane[l]...)...))
+		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{l}, byList[l]...)...))
+		if s.lists() {
+			named[l] = new(int64)
+			*named[l] = -1
+			p.Append(s.nameCmd(named[l], first[l]))
+		}
 	}
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
@@ -497,11 +519,10 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	var announced *int64 // SPUBLISH's reply (receivers), when sent
 	var arm func() radix.Action
 	if s.wakes() {
-		// The best priority made ready (Levels: a lane), for the consumers of
-		// a queue of several shards: see wake in lua/lib.lua.
-		best := slices.Max(order)
+		// The best priority made ready, for the consumers of a queue of
+		// several shards: see wake in lua/lib.lua.
 		arm = func() radix.Action {
-			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", strconv.Itoa(-best), wakeMember)
+			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", fmtInt(-best), wakeMember)
 		}
 		p.Append(arm())
 		// Announce the work for MultiConsumers (multi.go) as arm_wake does
@@ -520,7 +541,7 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	err, notRepl := s.writeWait(ctx, p)
 	// (Replies are read only after a reply: an abandoned call may still
 	// write them.)
-	if arm != nil && isRedirect(err) && armed < 0 && slices.ContainsFunc(order, func(l int) bool { return *length[l] > 0 }) {
+	if arm != nil && isRedirect(err) && armed < 0 && slices.ContainsFunc(order, func(l string) bool { return *length[l] > 0 }) {
 		// Messages were stored but a cluster node refused the wake-up (its
 		// key had moved on while the lanes had not): set it again, or idle
 		// consumers would not hear of them. The enqueue stands either way.
@@ -529,9 +550,14 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	if announced != nil && err == nil {
 		s.heard.Store(*announced > 0)
 	}
+	unnamed := s.nameAgain(ctx, err, order, byList, length, named, first)
 	for j, m := range ps {
 		i := idx[j]
-		if err != nil && !(isReply(err) && *length[m.lane] > 0) {
+		if uerr := unnamed[listOf(m)]; uerr != nil {
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, uerr)
+			continue
+		}
+		if err != nil && !(isReply(err) && *length[listOf(m)] > 0) {
 			if isRedirect(err) {
 				redo, redoIdx = append(redo, m), append(redoIdx, i)
 			}
@@ -546,4 +572,52 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 		}
 	}
 	return redo, redoIdx
+}
+
+// nameCmd names m's priority in its segment's index (Range, format 4): the
+// ZADD that makes its list visible to takes.
+func (s *shard) nameCmd(rcv *int64, m prepared) radix.Action {
+	return radix.Cmd(rcv, "ZADD", s.k.lanes[m.lane], m.score, fmtInt(m.prio))
+}
+
+// nameAgain mends what a plain enqueue to a Range queue (format 4) can
+// leave: a list whose RPUSH stored messages (or may have: the connection
+// failed, perr) while the ZADD naming it in the index did not (refused: a
+// slot moving, memory full in between, a key of the wrong type; or never
+// sent). No take would find such a list. It names it again, alone, with a
+// deadline of its own (the caller's may be what ended the pipeline); if
+// that fails too, it takes the messages it knows were stored back out
+// (LREM: their envelopes are unique) and returns, per list, the error
+// their enqueues fail with. A name without a list costs nothing: a take
+// drops it.
+func (s *shard) nameAgain(ctx context.Context, perr error, order []string, byList map[string][]string,
+	length, named map[string]*int64, first map[string]prepared) map[string]error {
+	if !s.lists() {
+		return nil
+	}
+	var out map[string]error
+	for _, l := range order {
+		stored := *length[l] > 0
+		if *named[l] >= 0 || !(stored || perr != nil && !isReply(perr)) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
+		var n int64
+		err := s.do(cctx, s.nameCmd(&n, first[l]))
+		if err != nil && stored {
+			p := radix.NewPipeline()
+			for _, env := range byList[l] {
+				p.Append(radix.Cmd(nil, "LREM", l, "-1", env))
+			}
+			if uerr := s.do(cctx, p); uerr != nil {
+				err = fmt.Errorf("%w; taking its messages back out failed too, they wait unseen in %s: %w", err, l, uerr)
+			}
+			if out == nil {
+				out = make(map[string]error)
+			}
+			out[l] = fmt.Errorf("naming %s in its segment's index: %w", l, err)
+		}
+		cancel()
+	}
+	return out
 }

@@ -186,15 +186,17 @@ func TestCeilMs(t *testing.T) {
 	assert.Equal(t, int64(-5), ceilMs(time.UnixMilli(-5).Add(-time.Nanosecond)), "before 1970 too")
 }
 
-// Only a lone ready message with a generated id for a Levels queue skips Lua.
+// Only a lone ready message with a generated id for a Levels queue or a Range
+// queue of format 4 skips Lua.
 func TestCanSendPlain(t *testing.T) {
-	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
+	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: seqRange(0, 9, 2)})
+	assert.True(t, sh(pureQueue(Config{Layout: Range(0, 9, 2)})).canSendPlain([]prepared{{id: "g"}}), "a Range queue")
 	plain := prepared{id: "g", lane: 0}
 	assert.True(t, sh(levels).canSendPlain([]prepared{plain}))
 	assert.False(t, sh(levels).canSendPlain([]prepared{plain, plain}), "a batch")
 	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "c", caller: true}}), "a caller id")
 	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
-	assert.False(t, sh(rng).canSendPlain([]prepared{plain}), "a Range queue")
+	assert.False(t, sh(rng).canSendPlain([]prepared{plain}), "a Range queue of format 2")
 }
 
 // ReadyAt tells middleware when an item will be ready.

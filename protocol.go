@@ -25,10 +25,17 @@ const (
 	// unpack stops near 8,000); even, so score/member pairs stay together.
 	luaChunk = 1000
 
-	// argKindLevels and argKindRange tell a script the lanes' type: LISTs
-	// (Levels) or ZSETs (Range).
+	// argKindLevels, argKindRange and argKindLists tell a script how lanes
+	// hold messages: LISTs of envelopes (Levels), ZSETs of seq‖envelope
+	// (Range queues of formats 2 and 3), or ZSET indexes of the priorities
+	// waiting, each priority a LIST of envelopes (Range, format 4; keys.go).
 	argKindLevels = "1"
 	argKindRange  = "2"
+	argKindLists  = "3"
+
+	// prioListTag is what a priority's list key has in place of "lane:N"
+	// (keys.go, Range of format 4); scripts build it from the lane key.
+	prioListTag = "prio:"
 
 	// argYes and argNo are a script's boolean arguments.
 	argYes = "1"
@@ -119,6 +126,8 @@ func luaConstants() string {
 	num("MANY_LANES", takeManyLanes)
 	num("KIND_LEVELS", mustAtoi(argKindLevels))
 	num("KIND_RANGE", mustAtoi(argKindRange))
+	num("KIND_LISTS", mustAtoi(argKindLists))
+	str("PRIO_LIST", prioListTag)
 	str("YES", argYes)
 	str("NO", argNo)
 	str("SHARDED", argSharded)

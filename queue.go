@@ -18,10 +18,14 @@ import (
 
 // storageFormat is written to the meta key; bump it when the stored form of
 // keys or envelopes changes incompatibly. A queue of several shards says
-// shardedFormat, which versions before shards refuse to open.
+// shardedFormat, which versions before shards refuse to open. A Range queue
+// made since priorities have lists of their own (keys.go) says
+// rangeListsFormat, sharded or not, which earlier versions refuse; one made
+// before keeps its format and its segments of seq‖envelope (seqMembers).
 const (
-	storageFormat = "2"
-	shardedFormat = "3"
+	storageFormat    = "2"
+	shardedFormat    = "3"
+	rangeListsFormat = "4"
 )
 
 // Queue is a handle on one named queue in Redis. It is safe for concurrent use
@@ -147,7 +151,7 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	if err := q.eachShard(func(_ int, s *shard) error { return s.checkEviction(ctx) }); err != nil {
 		return nil, err
 	}
-	if err := q.shards[0].writeMeta(ctx); err != nil {
+	if err := q.shards[0].writeMeta(ctx, true); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -166,7 +170,7 @@ const metaEvery = 6
 func (s *shard) keepMeta(ctx context.Context, report func(error)) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if err := s.writeMeta(cctx); err != nil && ctx.Err() == nil {
+	if err := s.writeMeta(cctx, false); err != nil && ctx.Err() == nil {
 		report(err)
 	}
 }
@@ -175,11 +179,17 @@ func (s *shard) keepMeta(ctx context.Context, report func(error)) {
 // queue stored with another layout, mode, shard count or format is
 // ErrConfigMismatch. A queue of one shard has no shards field, as before
 // shards existed; one of several is format 3, which earlier versions refuse.
-func (s *shard) writeMeta(ctx context.Context) error {
+// Opening (the first call, before the queue is used), a Range queue of the
+// format before 4 is taken as it is: its layout is marked seqMembers.
+func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 	cfg := s.cfg
 	format, shards, shardsArg := storageFormat, strconv.Itoa(cfg.Shards), ""
 	if cfg.Shards > 1 {
 		format, shardsArg = shardedFormat, shards
+	}
+	legacy := format
+	if cfg.Layout.isRange() && !cfg.Layout.seqMembers {
+		format = rangeListsFormat
 	}
 	var got []string
 	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), format, shardsArg))
@@ -191,6 +201,10 @@ func (s *shard) writeMeta(ctx context.Context) error {
 	}
 	if got[3] == "" {
 		got[3] = "1"
+	}
+	if opening && cfg.Layout.isRange() && got[2] == legacy && got[2] != format {
+		cfg.Layout.seqMembers = true // cfg is the queue's: every shard sees it
+		format = legacy
 	}
 	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != format || got[3] != shards {
 		return fmt.Errorf("%w: %q is %s/%s/%s shards (format %s), opened as %s/%s/%s shards (format %s)", ErrConfigMismatch,
@@ -430,6 +444,9 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 		st, heads, paused, now, counts = Stats{Lanes: make([]int64, n)}, make([][][]byte, n), 0, nil, nil
 		p := radix.NewPipeline()
 		for i, key := range s.k.lanes {
+			if s.lists() {
+				break // depth.lua, below
+			}
 			if s.isRange() {
 				p.Append(radix.Cmd(&st.Lanes[i], "ZCARD", key))
 				p.Append(radix.Cmd(&heads[i], "ZRANGE", key, "0", "0"))
@@ -448,6 +465,11 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+	}
+	if s.lists() {
+		if heads, err = s.listsDepth(ctx, st.Lanes); err != nil {
+			return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+		}
 	}
 	st.Paused = paused == 1
 	if len(counts) == 2 {
@@ -468,6 +490,34 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 		st.OldestReady = time.Duration(now-oldest) * time.Millisecond
 	}
 	return st, nil
+}
+
+// statsNames is how many priorities of a segment Stats counts one by one
+// (Range, format 4): beyond, it estimates (depth.lua).
+const statsNames = 10000
+
+// listsDepth fills lanes with the messages waiting in each segment of a
+// Range queue of format 4, and returns each one's first entry, as the
+// pipeline of stats reads them for the other layouts.
+func (s *shard) listsDepth(ctx context.Context, lanes []int64) ([][][]byte, error) {
+	var rows [][][]byte
+	if err := s.do(ctx, depthScript.Cmd(&rows, s.k.lanes, strconv.Itoa(statsNames))); err != nil {
+		return nil, err
+	}
+	if len(rows) != len(lanes) {
+		return nil, fmt.Errorf("%w: depth reply of %d rows for %d lanes", ErrScript, len(rows), len(lanes))
+	}
+	heads := make([][][]byte, len(lanes))
+	for i, r := range rows {
+		if len(r) < 2 {
+			return nil, fmt.Errorf("%w: depth reply row %q", ErrScript, r)
+		}
+		lanes[i], _ = strconv.ParseInt(string(r[0]), 10, 64)
+		if len(r[1]) > 0 {
+			heads[i] = [][]byte{r[1]}
+		}
+	}
+	return heads, nil
 }
 
 // serverMs reads a TIME reply as unix milliseconds (0 if malformed).

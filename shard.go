@@ -69,7 +69,10 @@ func newShard(c Client, name string, cfg *Config, k keySet) *shard {
 }
 
 func (s *shard) kind() string {
-	if s.cfg.Layout.kind == kindRange {
+	switch {
+	case s.lists():
+		return argKindLists
+	case s.isRange():
 		return argKindRange
 	}
 	return argKindLevels
@@ -77,10 +80,21 @@ func (s *shard) kind() string {
 
 func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 
+// lists reports whether the queue is a Range queue of format 4: a list per
+// priority, named by its segment's index (keys.go).
+func (s *shard) lists() bool { return s.isRange() && !s.cfg.Layout.seqMembers }
+
+// prioList is the key of priority p's list in a Range queue of format 4.
+func (s *shard) prioList(p int64) string { return s.k.prioList(p) }
+
 // wakes reports whether writes that make work ready arm the wake-up set: for
 // AtLeastOnce consumers, and for every consumer of a queue of several shards
 // (they wait on each shard's wake-up set instead of popping its lanes).
-func (s *shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 }
+//
+// A Range queue of format 4 always: no blocking pop can take a priority's
+// name and its list's head together, so its AtMostOnce consumers wait on the
+// wake-up set and take with take.lua, without a lease.
+func (s *shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 || s.lists() }
 
 // armFlag is the scripts' arm flag: argNo (AtMostOnce, one shard: consumers
 // block on the lanes), argYes (arm the wake-up set), argSharded (that, and
@@ -101,7 +115,7 @@ func (s *shard) sharded() bool { return s.cfg.Shards > 1 }
 // decodeLaneEntry decodes what a lane holds: the envelope itself in a level
 // list, seq‖envelope in a segment.
 func (s *shard) decodeLaneEntry(b []byte) (envelope, error) {
-	if s.isRange() {
+	if s.isRange() && !s.lists() {
 		var err error
 		if b, err = segmentEnvelope(b); err != nil {
 			return envelope{}, err

@@ -7,14 +7,17 @@ import (
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
-// A level list holds envelopes; a segment holds an 8-byte sequence, then the
-// envelope.
+// A level list and a priority's list hold envelopes; a segment of format 2
+// holds an 8-byte sequence, then the envelope.
 func TestDecodeLaneEntry(t *testing.T) {
 	env := (&envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).encode()
 	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
-	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: Range(0, 9, 2)})
+	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: seqRange(0, 9, 2)})
+	e, err := sh(pureQueue(Config{Layout: Range(0, 9, 2)})).decodeLaneEntry(env)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", e.ID, "a Range queue of format 4")
 
-	e, err := sh(levels).decodeLaneEntry(env)
+	e, err = sh(levels).decodeLaneEntry(env)
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID)
 	e, err = sh(rng).decodeLaneEntry(append(seq, env...))

@@ -29,20 +29,27 @@ local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 -- A lane key of the wrong type is skipped: the others can still be searched.
 local usable = lane_checker(4, kind)
+local found = false
 for k = 4, #KEYS do
-  local key = KEYS[k]
-  local start = 0
-  while usable(k - 4) do
-    local items = lane_range(key, kind, start, start + CHUNK - 1)
-    for _, e in ipairs(items) do
-      if env_id(e, off) == id then
-        if kind == KIND_LEVELS then redis.call('LREM', key, 1, e) else redis.call('ZREM', key, e) end
-        redis.call('SREM', KEYS[1], id)
-        return 1
+  local lane = KEYS[k]
+  if usable(k - 4) then
+    found = lane_each(lane, kind, function(e, key)
+      if env_id(e, off) ~= id then return false end
+      if kind == KIND_RANGE then
+        redis.call('ZREM', key, e)
+      else
+        redis.call('LREM', key, 1, e)
+        -- A priority's list emptied: its name leaves the index.
+        if kind == KIND_LISTS and redis.call('EXISTS', key) == 0 then
+          redis.call('ZREM', lane, string.sub(key, #plist_key(lane, '') + 1))
+        end
       end
-    end
-    if #items < CHUNK then break end
-    start = start + CHUNK
+      return true
+    end)
+  end
+  if found then
+    redis.call('SREM', KEYS[1], id)
+    return 1
   end
 end
 return 0

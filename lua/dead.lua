@@ -86,10 +86,10 @@ local function handle(rec)
   end
   env = with_attempts(env, 0, 0)
   local key = KEYS[5 + lane]
-  if kind == KIND_LEVELS then
-    redis.call('RPUSH', key, env)
-  else
+  if kind == KIND_RANGE then
     redis.call('ZADD', key, score, seqbytes(redis.call('INCR', KEYS[3])) .. env)
+  else
+    push_one(key, kind, score, env, 'RPUSH')
   end
   requeued = requeued + 1
   local p = prio_of(lane, score, kind)
@@ -101,11 +101,11 @@ if want ~= '' then
   for start = 0, math.huge, CHUNK do
     local recs = redis.call('LRANGE', KEYS[1], start, start + CHUNK - 1)
     for _, rec in ipairs(recs) do
-      local lane, _, id = parse(rec)
+      local lane, score, id = parse(rec)
       if id == want then
         if op == DEAD_REQUEUE and not lane then
           n = -1 -- found, but it cannot be requeued: keep looking for one that can
-        elseif op == DEAD_REQUEUE and not usable(lane) then
+        elseif op == DEAD_REQUEUE and not usable(lane, score) then
           n = -2 -- found, but its lane is broken: likewise
         else
           redis.call('LREM', KEYS[1], 1, rec)
@@ -126,8 +126,9 @@ else
     if #recs == 0 then break end
     redis.call('LTRIM', KEYS[1], #recs, -1)
     for _, rec in ipairs(recs) do
-      local lane = op == DEAD_REQUEUE and parse(rec)
-      if op == DEAD_REQUEUE and not (lane and usable(lane)) then
+      local lane, score
+      if op == DEAD_REQUEUE then lane, score = parse(rec) end
+      if op == DEAD_REQUEUE and not (lane and usable(lane, score)) then
         kept[#kept + 1] = rec
       else
         handle(rec)

@@ -11,7 +11,7 @@
 -- KEYS[8..] the lane keys this batch uses
 -- ARGV[1]   1 = arm the consumer wake-up (AtLeastOnce), 0 = consumers block on
 --           lanes, 2 = arm it, and this is a shard of a queue of several
--- ARGV[2]   1 = lanes are lists (levels), 2 = sorted sets (range)
+-- ARGV[2]   KIND_LEVELS, KIND_RANGE or KIND_LISTS (protocol.go)
 -- ARGV[3]   message count (Go caps it at MaxBatch), then 7 fields per message:
 --           id, caller id (0/1), due, lane (index into all lanes), KEYS index
 --           of that lane, score (range only), envelope. due is '' (ready
@@ -54,6 +54,13 @@ for i = 0, n - 1 do
       need(KEYS[ki], lane_type(kind))
       laneChecked[ki] = true
     end
+    if kind == KIND_LISTS then
+      local key = plist_key(KEYS[ki], prio_str(ARGV[base + 5]))
+      if not laneChecked[key] then
+        need(key, 'list')
+        laneChecked[key] = true
+      end
+    end
   end
 end
 if callers then
@@ -89,7 +96,7 @@ for i = 0, n - 1 do
     if due then
       earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, sharded)
     else
-      if kind == KIND_LEVELS then add(ki, '', env) else add(ki, score, seqbytes(seq) .. env) end
+      if kind == KIND_RANGE then add(ki, score, seqbytes(seq) .. env) else add(ki, score, env) end
       local p = prio_of(lane, score, kind)
       if not best or p > best then best = p end
     end

@@ -70,7 +70,7 @@ end
 if op == FAIL_DEAD or op == FAIL_BURY or not a or not id or a >= maxa then
   return bury(dead_record(lane, score, now, reason, env))
 end
-local usable, why = lane_checker(9, kind)(lane)
+local usable, why = lane_checker(9, kind)(lane, score)
 if not usable then return bury(dead_record(lane, score, now, why, env)) end
 
 -- requeue ends the delivery and puts the message at the tail of its lane
@@ -78,7 +78,7 @@ if not usable then return bury(dead_record(lane, score, now, why, env)) end
 local function requeue()
   need(KEYS[6], 'zset')
   finish()
-  if kind == KIND_LEVELS then redis.call('RPUSH', key, env) else redis.call('ZADD', key, score, member) end
+  push_one(key, kind, score, member, 'RPUSH') -- a segment's member keeps its place
   arm_wake(KEYS[6], prio_of(lane, score, kind))
   return 1
 end

@@ -34,10 +34,28 @@ local function announce(wake, what)
   redis.pcall('SPUBLISH', wake, what)
 end
 
--- lane_type is the Redis type of a lane: 1 = levels (LIST), 2 = range (ZSET).
+-- lane_type is the Redis type of a lane key: a LIST for Levels, a ZSET for
+-- Range (the messages themselves, KIND_RANGE, or the index of the
+-- priorities waiting, KIND_LISTS).
 local function lane_type(kind)
-  if kind == KIND_RANGE then return 'zset' end
-  return 'list'
+  if kind == KIND_LEVELS then return 'list' end
+  return 'zset'
+end
+
+-- plist_key is the key of the list of priority prio (a string as prio_str
+-- writes it) of the Range segment whose index is lane key `lane`
+-- (KIND_LISTS): the lane key's prefix, PRIO_LIST and the priority
+-- (keys.go). Built here because a take learns the priority from the index
+-- only as it pops it; the key is in the lane key's hash tag, so its slot.
+local function plist_key(lane, prio)
+  return string.match(lane, '^(.*)lane:%d+$') .. PRIO_LIST .. prio
+end
+
+-- prio_str is the priority of a segment score (its opposite) as a decimal
+-- integer, the member of that priority in a segment's index (KIND_LISTS).
+-- Scores are checked integers within 2^53 (routed), so %d is exact.
+local function prio_str(score)
+  return string.format('%d', -tonumber(score))
 end
 
 -- need_seq checks the FIFO counter can be incremented n times more.
@@ -133,7 +151,7 @@ local function routed(rec, nlanes, kind)
   local lane = tonumber(string.sub(rec, 1, p1 - 1))
   local score = string.sub(rec, p1 + 1, p2 - 1)
   if not lane or lane ~= math.floor(lane) or lane < 0 or lane >= nlanes then return nil end
-  if kind == KIND_RANGE then
+  if kind ~= KIND_LEVELS then
     local n = string.match(score, '^-?%d+$') and tonumber(score)
     if not n or n > MAX_SEQ or n < -MAX_SEQ then return nil end
   end
@@ -191,11 +209,30 @@ local function unschedule(delayed, rec, id)
   return #gone
 end
 
--- lane_range reads entries a..b (0-based, inclusive) of a lane in serving
--- order: a LIST (Levels) or a ZSET (Range).
-local function lane_range(key, kind, a, b)
-  if kind == KIND_LEVELS then return redis.call('LRANGE', key, a, b) end
-  return redis.call('ZRANGE', key, a, b)
+-- each_in calls fn(entry, key) for the entries of list or sorted set key in
+-- order, a CHUNK at a time, until fn returns true; it reports whether fn
+-- stopped it.
+local function each_in(key, cmd, fn)
+  for start = 0, math.huge, CHUNK do
+    local items = redis.call(cmd, key, start, start + CHUNK - 1)
+    for _, e in ipairs(items) do
+      if fn(e, key) then return true end
+    end
+    if #items < CHUNK then return false end
+  end
+end
+
+-- lane_each calls fn(entry, key) for each message of a lane in serving
+-- order until fn returns true, key being the key that holds the entry (the
+-- lane, or for KIND_LISTS the priority's list), and reports whether fn
+-- stopped it. A priority list of the wrong type is passed by.
+local function lane_each(lane, kind, fn)
+  if kind == KIND_LEVELS then return each_in(lane, 'LRANGE', fn) end
+  if kind == KIND_RANGE then return each_in(lane, 'ZRANGE', fn) end
+  return each_in(lane, 'ZRANGE', function(prio)
+    local key = plist_key(lane, prio)
+    return redis.call('TYPE', key).ok == 'list' and each_in(key, 'LRANGE', fn)
+  end)
 end
 
 -- need_delayed checks the keys schedule writes: the delayed set, the store
@@ -236,22 +273,44 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
   return earliest
 end
 
--- lane_checker returns usable(lane): whether KEYS[base + lane] can take
--- the layout's lane writes (it is missing or of the lane type), asked once
--- per lane, and the reason to bury a message when it cannot: a lane key
--- of the wrong type (a hand edit, a bug) must not stop the other lanes.
+-- lane_checker returns usable(lane, score): whether KEYS[base + lane]
+-- can take the layout's lane writes (it is missing or of the lane type) and,
+-- for KIND_LISTS, whether the list of score's priority can, each key asked
+-- once; and the reason to bury a message when it cannot: a key of the
+-- wrong type (a hand edit, a bug) must not stop the other lanes.
 local function lane_checker(base, kind)
-  local want, seen = lane_type(kind), {}
-  return function(lane)
-    local why = seen[lane]
+  local seen = {}
+  local function check(key, want)
+    local why = seen[key]
     if why == nil then
-      local key = KEYS[base + lane]
       local got = redis.call('TYPE', key).ok
       why = false
       if got ~= 'none' and got ~= want then why = 'lane ' .. key .. ' is a ' .. got .. ', not a ' .. want end
-      seen[lane] = why
+      seen[key] = why
     end
+    return why
+  end
+  return function(lane, score)
+    local key = KEYS[base + lane]
+    local why = check(key, lane_type(kind))
+    if not why and kind == KIND_LISTS and score then why = check(plist_key(key, prio_str(score)), 'list') end
     return not why, why or nil
+  end
+end
+
+-- push_one writes one message into lane key `key` with score: RPUSH or
+-- LPUSH (listcmd) into a level's list or a priority's list (KIND_LISTS,
+-- whose index then names the priority), or ZADD of member (seq‖envelope)
+-- into a segment (KIND_RANGE). The keys' types are the caller's to check.
+local function push_one(key, kind, score, value, listcmd)
+  if kind == KIND_LEVELS then
+    redis.call(listcmd, key, value)
+  elseif kind == KIND_RANGE then
+    redis.call('ZADD', key, score, value)
+  else
+    local prio = prio_str(score)
+    redis.call(listcmd, plist_key(key, prio), value)
+    redis.call('ZADD', key, score, prio)
   end
 end
 
@@ -265,23 +324,33 @@ end
 -- went from empty to holding something (always, for sorted sets), the moment
 -- idle consumers may be waiting for it.
 local function by_lane(base, kind)
-  local order, lists = {}, {}
+  local order, lists, lanes = {}, {}, {}
   local function add(lane, score, value)
-    local l = lists[lane]
+    -- KIND_LISTS: one group per priority list, each with its own lane.
+    local g = lane
+    if kind == KIND_LISTS then g = lane .. '|' .. score end
+    local l = lists[g]
     if not l then
       l = {}
-      lists[lane] = l
-      order[#order + 1] = lane
+      lists[g] = l
+      lanes[g] = lane
+      order[#order + 1] = g
     end
     l[#l + 1] = score
     l[#l + 1] = value
   end
   local function flush(listcmd, seq)
     local woke = false
-    for _, lane in ipairs(order) do
-      local l, key = lists[lane], KEYS[base + lane]
+    for _, g in ipairs(order) do
+      local l, key = lists[g], KEYS[base + lanes[g]]
       local vals = {}
-      if kind == KIND_LEVELS then
+      if kind == KIND_LISTS then
+        local prio = prio_str(l[1])
+        for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
+        chunked(listcmd, plist_key(key, prio), vals)
+        redis.call('ZADD', key, l[1], prio)
+        woke = true
+      elseif kind == KIND_LEVELS then
         for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
         for i = 1, #vals, CHUNK do
           local last = math.min(i + CHUNK - 1, #vals)
@@ -319,7 +388,7 @@ end
 -- prio_of is the priority of a message of lane with score: the lane itself
 -- for Levels, the score's opposite for Range.
 local function prio_of(lane, score, kind)
-  if kind == KIND_RANGE then return -tonumber(score) end
+  if kind ~= KIND_LEVELS then return -tonumber(score) end
   return tonumber(lane)
 end
 

@@ -3,7 +3,7 @@
 -- (keys.go describes every key.)
 -- KEYS[1..] lane keys, highest lane first
 -- ARGV[1]   n
--- ARGV[2]   1 = lanes are lists, 2 = sorted sets (members carry 8 bytes of seq)
+-- ARGV[2]   KIND_LEVELS, KIND_RANGE (members carry 8 bytes of seq) or KIND_LISTS
 -- Returns: the lane entries, in the order consumers would get them.
 local n, kind = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
@@ -13,7 +13,10 @@ for i, key in ipairs(KEYS) do
   local want = n - #out
   if want <= 0 then break end
   if usable(i - 1) then
-    for _, e in ipairs(lane_range(key, kind, 0, want - 1)) do out[#out + 1] = e end
+    lane_each(key, kind, function(e)
+      out[#out + 1] = e
+      return #out >= n
+    end)
   end
 end
 return out

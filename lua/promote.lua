@@ -37,7 +37,7 @@ if #members > 0 then
   for i = 1, #ids do
     local lane, score, rest = routed(vals[i], nlanes, kind)
     if lane and #rest > SEQ_LEN then
-      local ok, why = usable(lane)
+      local ok, why = usable(lane, score)
       if ok then
         add(lane, score, string.sub(rest, SEQ_LEN + 1))
         moved = moved + 1

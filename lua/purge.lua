@@ -6,7 +6,8 @@
 -- KEYS[3]   prioq:{Q}:dstore   HASH
 -- KEYS[4]   prioq:{Q}:sched    LIST (ZSET for a shard of a queue of several)
 -- KEYS[5..] every lane key
--- ARGV[1]   1 = lanes are lists, 2 = sorted sets
+-- ARGV[1]   KIND_LEVELS, KIND_RANGE or KIND_LISTS (the priorities' lists,
+--           named by the lanes, go too)
 -- ARGV[2]   2 = a shard of a queue of several, else 1
 -- Returns: how many messages were deleted. In-flight and dead messages stay,
 -- and so do their caller ids: only the ids of the messages deleted are
@@ -22,8 +23,19 @@ if ARGV[2] == SHARDED then need(KEYS[4], 'zset') else need(KEYS[4], 'list') end
 for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
 
 local n = redis.call('ZCARD', KEYS[2])
+local plists = {} -- KIND_LISTS: the priorities' lists, deleted with the lanes
 for k = 5, #KEYS do
-  if kind == KIND_LEVELS then n = n + redis.call('LLEN', KEYS[k]) else n = n + redis.call('ZCARD', KEYS[k]) end
+  if kind == KIND_LEVELS then
+    n = n + redis.call('LLEN', KEYS[k])
+  elseif kind == KIND_RANGE then
+    n = n + redis.call('ZCARD', KEYS[k])
+  else
+    each_in(KEYS[k], 'ZRANGE', function(prio)
+      local key = plist_key(KEYS[k], prio)
+      if redis.call('TYPE', key).ok == 'list' then n = n + redis.call('LLEN', key) end
+      plists[#plists + 1] = key
+    end)
+  end
 end
 if redis.call('SCARD', KEYS[1]) > 0 then
   -- Release the caller ids of what is deleted, a chunk at a time.
@@ -36,11 +48,15 @@ if redis.call('SCARD', KEYS[1]) > 0 then
     if #ids > 0 then chunked('SREM', KEYS[1], ids) end
   end
   for k = 5, #KEYS do
-    for start = 0, math.huge, CHUNK do
-      local items = lane_range(KEYS[k], kind, start, start + CHUNK - 1)
-      release(items, off)
-      if #items < CHUNK then break end
-    end
+    local items = {}
+    lane_each(KEYS[k], kind, function(e)
+      items[#items + 1] = e
+      if #items == CHUNK then
+        release(items, off)
+        items = {}
+      end
+    end)
+    release(items, off)
   end
   for start = 0, math.huge, CHUNK do
     local members = redis.call('ZRANGE', KEYS[2], start, start + CHUNK - 1)
@@ -63,4 +79,5 @@ if redis.call('SCARD', KEYS[1]) > 0 then
   end
 end
 redis.call('DEL', unpack(KEYS, 2))
+for i = 1, #plists, CHUNK do redis.call('DEL', unpack(plists, i, math.min(i + CHUNK - 1, #plists))) end
 return n

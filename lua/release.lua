@@ -38,7 +38,7 @@ for i = #tokens, 1, -1 do
   if rec then
     local lane, score, member = routed(rec, nlanes, kind)
     local ok, why = false, 'corrupt in-flight record'
-    if lane then ok, why = usable(lane) end
+    if lane then ok, why = usable(lane, score) end
     if ok then
       add(lane, score, member)
       back = back + 1

@@ -51,7 +51,7 @@ if #tokens > 0 then
           a = a + 1
           member = with_attempts(member, off, a)
         end
-        local _, why = usable(lane)
+        local _, why = usable(lane, score)
         if (a or 0) >= maxa then why = 'lease expired' end
         if why then
           deads[#deads + 1] = dead_record(lane, score, now, why, string.sub(member, off + 1))

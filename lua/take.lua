@@ -8,7 +8,7 @@
 -- KEYS[5..] lane keys in the order to serve them (highest first, or weighted)
 -- ARGV[1]   lease (ms): the deadline is the server's now plus this
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)
--- ARGV[3]   KIND_LEVELS or KIND_RANGE
+-- ARGV[3]   KIND_LEVELS, KIND_RANGE or KIND_LISTS
 -- ARGV[4]   lease token suffix, random per call
 -- ARGV[5]   YES: end the reply with REPLY_TOP and the priority of the best
 --           message left in these lanes ('' when none): a consumer of a queue
@@ -119,9 +119,44 @@ local function pop(call, paused, want)
   return call('ZMPOP', unpack(args))
 end
 
+-- KIND_LISTS: a pop takes the best priority's name from the first
+-- non-empty index (ZMPOP, as from a segment), then up to want messages from
+-- that priority's list (LPOP), and puts the name back while the list holds
+-- more. A name whose list is empty (its messages cancelled) is dropped and
+-- the next one popped; a list of the wrong type is passed by like a broken
+-- lane (its name dropped: nothing of prioq's is in it). A name below the
+-- floor goes back untouched and ends the take (belowFloor: its priority).
+-- The reply has an LMPOP reply's shape, {index key, messages}, then the
+-- list key, the name's score and whether the list holds more.
+local belowFloor
+local broken = {}
+local function pop_lists(call, paused, want)
+  while true do
+    local res = pop(call, paused, 1)
+    if not res or res.err or res[1] == KEYS[1] then return res end
+    local prio, score = res[2][1][1], res[2][1][2]
+    if floor and -tonumber(score) < floor then
+      redis.call('ZADD', res[1], score, prio)
+      belowFloor = -tonumber(score)
+      return nil
+    end
+    local key = plist_key(res[1], prio)
+    local items = redis.pcall('LPOP', key, want)
+    if type(items) == 'table' and items.err then
+      broken[#broken + 1] = key
+    elseif items then
+      local more = #items == want and redis.call('EXISTS', key) == 1
+      if more then redis.call('ZADD', res[1], score, prio) end
+      return {res[1], items, key, score, more}
+    end
+    paused = false -- a name popped: the paused key was empty
+  end
+end
+local take_pop = pop
+if kind == KIND_LISTS then take_pop = pop_lists end
+
 -- with_broken appends to a reply the lane keys of the wrong type passed by,
 -- and the best priority left when asked (top: nil for none).
-local broken = {}
 local function with_broken(reply, top)
   if #broken > 0 then
     reply[#reply + 1] = REPLY_BROKEN
@@ -134,7 +169,7 @@ local function with_broken(reply, top)
   return reply
 end
 
-local res = pop(redis.pcall, true, count)
+local res = take_pop(redis.pcall, true, count)
 if type(res) == 'table' and res.err then
   if not string.find(res.err, 'WRONGTYPE', 1, true) then error(res) end
   -- The pop checks each key it reaches before it pops anything, so nothing
@@ -151,11 +186,17 @@ if type(res) == 'table' and res.err then
       broken[#broken + 1] = KEYS[k]
     end
   end
-  if popN > 0 then res = pop(redis.call, true, count) else res = nil end
+  if popN > 0 then res = take_pop(redis.call, true, count) else res = nil end
 end
 if not res then
   -- Nothing to pop: with ARGV[5], say what lies below the lanes popped from.
   if wantTop then scan_top(lanes or KEYS, lanes and 1 or FIRST) end
+  if belowFloor then
+    -- Work is left (below the floor): the wake-up stays set, as a take
+    -- that put back what it popped leaves it.
+    if not top or belowFloor > top then top = belowFloor end
+    try_arm(KEYS[4], top)
+  end
   return with_broken({}, top)
 end
 if res[1] == KEYS[1] then
@@ -181,10 +222,15 @@ local function undo(err, leased, recorded)
   if leased then chunked('ZREM', KEYS[2], tokens) end
   for _, p in ipairs(pops) do
     local key, items = p[1], p[2]
-    if kind == KIND_LEVELS then
+    if kind ~= KIND_RANGE then
       local rev = {}
       for j = #items, 1, -1 do rev[#rev + 1] = items[j] end
-      chunked('LPUSH', key, rev)
+      if kind == KIND_LISTS then
+        chunked('LPUSH', p[3], rev)
+        redis.call('ZADD', key, p[4], prio_str(p[4]))
+      else
+        chunked('LPUSH', key, rev)
+      end
     else
       local pairs_ = {}
       for _, it in ipairs(items) do
@@ -204,10 +250,16 @@ end
 -- after key, the popped lane is asked alone first: under load it still has
 -- work, and that costs the same with 2 lanes or 64.
 -- With ARGV[5], it finds the best priority left instead (scan_top).
-local function remains(key, emptied)
+local function remains(key, emptied, listMore)
   local list, k = KEYS, FIRST
   if lanes then list, k = lanes, 1 end
   while list[k] ~= key do k = k + 1 end
+  -- KIND_LISTS: the index keeps the names of the priorities left, so key
+  -- itself is asked, unless the popped list said it holds more.
+  if kind == KIND_LISTS then
+    if wantTop then return scan_top(list, k) end
+    return listMore or redis.call('EXISTS', unpack(list, k)) > 0
+  end
   if emptied then k = k + 1 end
   if k > #list then return false end
   if wantTop then return scan_top(list, k) end
@@ -219,13 +271,19 @@ local function remains(key, emptied)
 end
 
 local got = #res[2]
-local more = remains(res[1], got < count)
+local more = remains(res[1], got < count, res[5])
 while more and got < count do
-  res = pop(redis.pcall, false, count - got)
-  if not res or res.err then break end -- (not res: EXISTS saw work, so never)
+  res = take_pop(redis.pcall, false, count - got)
+  -- (not res: EXISTS saw work, so only for names without a list, or below
+  -- the floor)
+  if not res or res.err then break end
   pops[#pops + 1] = res
-  more = remains(res[1], #res[2] < count - got)
+  more = remains(res[1], #res[2] < count - got, res[5])
   got = got + #res[2]
+end
+if belowFloor then
+  more = true
+  if not top or belowFloor > top then top = belowFloor end
 end
 
 -- Below the floor (Range): back to the segment; the first one back is then
@@ -258,7 +316,7 @@ if lease == 0 then
     local lane = string.match(p[1], '(%d+)$')
     for _, item in ipairs(p[2]) do
       out[#out + 1] = lane
-      if kind == KIND_LEVELS then out[#out + 1] = item else out[#out + 1] = item[1] end
+      if kind == KIND_RANGE then out[#out + 1] = item[1] else out[#out + 1] = item end
     end
   end
   if more then try_arm(KEYS[4], top) end
@@ -281,6 +339,8 @@ for _, p in ipairs(pops) do
     local member, rec
     if kind == KIND_LEVELS then
       member, rec = item, head .. '|' .. item
+    elseif kind == KIND_LISTS then
+      member, rec = item, head .. p[4] .. '|' .. item
     else
       member, rec = item[1], head .. item[2] .. '|' .. item[1]
     end
