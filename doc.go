@@ -10,10 +10,14 @@
 //
 // Levels(n) keeps one Redis list (a lane) per priority 0 … n-1 (n ≤ 64): O(1)
 // push and pop. Range(lo, hi, segments) splits a wide integer range (within
-// ±2^53) into up to 64 equal bands, one sorted set per band: O(log n). Higher
-// priority is served first in both. A consumer pops across all lanes with one
-// multi-key command, highest lane first, so Redis itself gives strict
-// priority and hands each message to exactly one waiting consumer.
+// ±2^53) into up to 64 equal bands, one sorted set per band naming the
+// priorities waiting there, each priority a list of its messages: O(1) push,
+// O(log p) to find the best of the p priorities waiting (storage format 4;
+// RangeSorted keeps every message in its band's sorted set, the earlier
+// form). Higher priority is served first in both. A consumer pops across all
+// lanes with one multi-key command, highest lane first, so Redis itself
+// gives strict priority and hands each message to exactly one waiting
+// consumer.
 //
 // # Delivery modes
 //
@@ -26,7 +30,9 @@
 // fails with ErrLeaseLost and changes nothing.
 //
 // AtMostOnce: lanes are popped directly with BLPOP / BZPOPMIN (BLMPOP / BZMPOP
-// for batches). No lease, no ack: what a crashed consumer held is lost.
+// for batches); a Range queue's consumers wait on the wake-up and take with
+// the same Lua call, without a lease. No lease, no ack: what a crashed
+// consumer held is lost.
 //
 // # Key layout
 //
@@ -77,9 +83,9 @@
 // Round trips (one Lua call or one pipeline each) and Redis commands, counting
 // the commands a script runs:
 //
-//	Enqueue, Levels, ready, generated id   1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua);
-//	                                       + SPUBLISH (a second round trip) when the wake-up was not set
-//	Enqueue otherwise (delay, ID, Range)   1 round trip; one script, 3-5 commands
+//	Enqueue, ready, generated id           1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua);
+//	                                       + ZADD naming the priority for Range; + SPUBLISH while someone listens
+//	Enqueue otherwise (delay, ID, RangeSorted) 1 round trip; one script, 3-5 commands
 //	EnqueueBatch                           1 round trip for the whole batch (one script)
 //	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up
 //	take, AtMostOnce                       1 round trip; BLPOP / BZPOPMIN (BLMPOP / BZMPOP for batches)

@@ -118,15 +118,11 @@ var someLayouts = []struct {
 	{"RangeSeq", seqRange(-1000, 1000, 7)},
 }
 
-// seqRange is Range as versions before storage format 4 stored it (segments
-// of seq‖envelope): Open writes format 2 (3 sharded) for it, as those
-// versions did, and serves it the way they did; Open of a plain Range
-// layout finds such a queue the same way (TestRangeQueuesOfFormat2KeepWorking).
-func seqRange(lo, hi int64, segments int) Layout {
-	l := Range(lo, hi, segments)
-	l.seqMembers = true
-	return l
-}
+// seqRange is RangeSorted, the form every Range queue had before storage
+// format 4: Open writes format 2 (3 sharded) for it, as those versions did,
+// and serves it the way they did; Open of a plain Range layout finds such a
+// queue the same way (TestRangeQueuesOfFormat2KeepWorking).
+func seqRange(lo, hi int64, segments int) Layout { return RangeSorted(lo, hi, segments) }
 
 // threeLanes are a Levels and a Range layout of three lanes each, for tests
 // that need the same lane count from both (priorities 0..2 fit both).

@@ -15,9 +15,9 @@ type Layout struct {
 	lo, hi   int64
 	segments int
 
-	// seqMembers: a Range queue stored by a version before format 4, whose
-	// segments hold the messages as seq‖envelope (see segment.go). Found by
-	// Open in the meta key, never set by a caller; String ignores it.
+	// seqMembers: Range whose segments hold the messages as seq‖envelope
+	// (RangeSorted; every Range queue stored before format 4, as Open finds
+	// in the meta key). String ignores it: the meta key's format says it.
 	seqMembers bool
 }
 
@@ -34,16 +34,32 @@ const (
 func Levels(n int) Layout { return Layout{kind: kindLevels, levels: n} }
 
 // Range is the layout for a wide integer priority range lo … hi (within ±2^53),
-// split into `segments` equal bands (1..64), one Redis sorted set per band.
-// Push and pop are O(log n). The highest priority is served first; messages of
-// one priority are served first in, first out.
+// split into `segments` equal bands (1..64). The highest priority is served
+// first; messages of one priority are served first in, first out.
 //
-// Inside a segment a message is the member seq‖envelope with score -priority:
-// ZPOPMIN takes the highest priority, and among equal scores Redis orders
-// members bytewise, so the 8-byte big-endian sequence number (taken from the
-// queue's seq counter when the message becomes ready) makes ties FIFO.
+// Each band is a sorted set naming the priorities that have messages
+// waiting, and each such priority a Redis list of its messages (keys.go):
+// a ready enqueue is an RPUSH and a ZADD, without Lua, and a waiting message
+// costs Redis what a Levels one does (about 50 bytes beyond its payload)
+// while priorities repeat. Finding the best priority is O(log p) in the
+// priorities waiting. When nearly every waiting message has a priority of
+// its own (deadlines as priorities, say), each costs a list of its own,
+// about 350 bytes: RangeSorted is the layout for that.
 func Range(lo, hi int64, segments int) Layout {
 	return Layout{kind: kindRange, lo: lo, hi: hi, segments: segments}
+}
+
+// RangeSorted is Range with every message a member of its band's sorted set
+// (seq‖envelope, score -priority; the sequence number, from the queue's seq
+// counter, makes ties FIFO): about 150 bytes per waiting message whatever
+// the priorities, but each enqueue runs a script (Redis CPU ~10× an RPUSH).
+// It is the form every Range queue had before storage format 4: Open of a
+// queue stored that way with Range finds it and serves it so, and a queue
+// made with RangeSorted keeps that format (2, or 3 sharded).
+func RangeSorted(lo, hi int64, segments int) Layout {
+	l := Range(lo, hi, segments)
+	l.seqMembers = true
+	return l
 }
 
 func (l Layout) withDefaults() Layout {

@@ -46,6 +46,11 @@ type shard struct {
 
 	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
 
+	// lastLane is 1 + the lane the last take in the fixed order found
+	// work in (0: none yet), Range of format 4: the next take looks there
+	// first (take.lua pop_hinted).
+	lastLane atomic.Int32
+
 	// Plain enqueues announce work (producer.go) while heard (the last
 	// announcement reached a subscriber), else once nextAsk (unix ns) passed.
 	heard   atomic.Bool

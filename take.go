@@ -70,6 +70,12 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	if a.claimWake {
 		args[7] = argYes
 	}
+	guessed := s.lists() && a.popLanes == 0 && a.floor == "" && len(a.lanes) == len(s.k.highFirst) &&
+		len(a.lanes) > 0 && &a.lanes[0] == &s.k.highFirst[0]
+	if l := s.lastLane.Load(); guessed && l > 0 {
+		// Where the last take found work, as a place in highFirst.
+		args = append(args, strconv.Itoa(len(a.lanes)-int(l)+1))
+	}
 	var raw [][]byte
 	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
@@ -124,6 +130,11 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 		m.Attempts++ // the stored count is of the deliveries before this one
 		m.token, m.deadline, m.raw = first, deadline, member
 		r.msgs = append(r.msgs, m)
+	}
+	if n := len(r.msgs); guessed && n > 0 {
+		if l, err := s.cfg.Layout.laneOf(r.msgs[n-1].Priority); err == nil {
+			s.lastLane.Store(int32(l) + 1)
+		}
 	}
 	return r, nil
 }

@@ -19,6 +19,9 @@
 -- ARGV[7]   that priority ('' for none): segments (Range) hold several
 --           priorities, so what a pop took below it goes back (same member,
 --           same score: its place is kept)
+-- ARGV[9]   KIND_LISTS: where in the lanes (1 = the first) the consumer's
+--           last take found work ('' for no guess): tried first, see
+--           pop_hinted
 -- ARGV[8]   YES: claim the wake-up first (remove its member), as a consumer
 --           that pops it before taking does: a MultiConsumer takes without
 --           waiting on the key, and the member must go, or no later arm_wake
@@ -152,8 +155,45 @@ local function pop_lists(call, paused, want)
     paused = false -- a name popped: the paused key was empty
   end
 end
+
+-- pop_hinted is pop_lists without writing the index while a list stays
+-- non-empty: when the paused key and every lane ahead of the guessed one
+-- (ARGV[9]) are empty (one EXISTS), it reads the guessed segment's best
+-- name (ZRANGE) and pops from its list, removing the name only when the
+-- list empties. Under load that saves ZMPOP's pop and the ZADD putting
+-- the name back. Any surprise (a wrong guess, a wrong type, a name without
+-- a list) returns nil having written nothing, and pop_lists goes on.
+local hint = tonumber(ARGV[9] or '')
+local function pop_hinted(want)
+  local k = FIRST - 1 + hint
+  if k > popLast or floor then return nil end
+  local ahead = {KEYS[1]}
+  for j = FIRST, k - 1 do ahead[#ahead + 1] = KEYS[j] end
+  if redis.call('EXISTS', unpack(ahead)) > 0 then return nil end
+  local head = redis.pcall('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+  if head.err or not head[1] then return nil end
+  local prio, score = head[1], head[2]
+  local key = plist_key(KEYS[k], prio)
+  local items = redis.pcall('LPOP', key, want)
+  if not items or items.err then return nil end
+  local more = #items == want and redis.call('EXISTS', key) == 1
+  if not more then redis.call('ZREM', KEYS[k], prio) end
+  return {KEYS[k], items, key, score, more}
+end
+
 local take_pop = pop
-if kind == KIND_LISTS then take_pop = pop_lists end
+if kind == KIND_LISTS then
+  take_pop = pop_lists
+  if hint then
+    take_pop = function(call, paused, want)
+      if paused and not lanes then
+        local res = pop_hinted(want)
+        if res then return res end
+      end
+      return pop_lists(call, paused, want)
+    end
+  end
+end
 
 -- with_broken appends to a reply the lane keys of the wrong type passed by,
 -- and the best priority left when asked (top: nil for none).
