@@ -17,7 +17,7 @@ import (
 // process) against the same Redis, and reads back the same measurements as
 // JSON.
 func runAsynq(ctx context.Context, addr string, p params) *sysResult {
-	r := &sysResult{Name: "asynq (peer)", Reliable: true, Priorities: true}
+	r := &sysResult{Name: asynqPeer, Reliable: true, Priorities: true}
 	dir, err := peerDir()
 	if err != nil {
 		r.Errors = append(r.Errors, err.Error())
@@ -25,6 +25,10 @@ func runAsynq(ctx context.Context, addr string, p params) *sysResult {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
+	// The peer runs once: it watches an idle server for as long as each
+	// system is watched over its rounds, so that a load that comes every
+	// few seconds is not missed by one short window.
+	p.IdleSeconds *= float64(max(p.Rounds, 1))
 	args, _ := json.Marshal(p)
 	cmd := exec.CommandContext(ctx, "go", "run", ".", "-addr", addr, "-params", string(args))
 	cmd.Dir = dir
@@ -40,7 +44,8 @@ func runAsynq(ctx context.Context, addr string, p params) *sysResult {
 	} else if r.E2E == nil || r.Pickup == nil {
 		r.Errors = append(r.Errors, "asynq peer output lacks end_to_end or idle_pickup_ms")
 	}
-	r.Name = "asynq (peer)"
+	// The peer's output names nothing about asynq itself: say it here.
+	r.Name, r.Reliable, r.Priorities = asynqPeer, true, true
 	return r
 }
 

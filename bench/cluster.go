@@ -112,16 +112,6 @@ func runClusterBench(ctx context.Context, p params, dir string) {
 	}
 }
 
-// spread is a figure's median and range over the rounds.
-func spread(rows []clusterRow, f func(clusterRow) float64) (med, lo, hi float64) {
-	var v []float64
-	for _, r := range rows {
-		v = append(v, f(r))
-	}
-	slices.Sort(v)
-	return v[len(v)/2], v[0], v[len(v)-1]
-}
-
 func clusterMarkdown(names []string, byName map[string][]clusterRow) string {
 	var b strings.Builder
 	rounds := len(byName[names[0]])

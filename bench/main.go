@@ -1,10 +1,15 @@
 // Command bench measures prioq against the five seed approaches, a peer
 // (hibiken/asynq, run as a program of its own, bench/asynqpeer) and the raw
 // Redis ceilings, side by side on one Redis in one run, and reports ratios.
+// The systems run in interleaved rounds (every system once per round, A B C
+// … A B C …) and each figure is reported as its median over the rounds with
+// its range (rounds.go): one figure swings ±30% between runs on a small
+// machine. asynq and the scale curves run once.
 //
-//	go run ./bench          # about a minute, with asynq, ends with the comparison
-//	go run ./bench -full    # every point and size, about 15 minutes
-//	go run ./bench -quick   # a smoke run, about 40 s, no asynq
+//	go run ./bench          # 3 rounds, about a minute, with asynq, ends with the comparison
+//	go run ./bench -full    # 5 rounds of every point and size, about 40 minutes
+//	go run ./bench -quick   # a smoke run, one round, about 40 s, no asynq
+//	go run ./bench -rounds N  # N rounds with any of them
 //
 // It finds Redis like the tests do: PRIOQ_REDIS_ADDR, else redis-server on
 // PATH on a free port (`make bench` installs it). Results go to stdout (Markdown) and to
@@ -48,16 +53,26 @@ type (
 )
 
 type report struct {
-	Machine machine      `json:"machine"`
-	Params  params       `json:"params"`
+	Machine machine `json:"machine"`
+	Params  params  `json:"params"`
+	// Systems is one result per system: each figure is its median over
+	// Rounds (mergeRounds), or the one measurement.
 	Systems []*sysResult `json:"systems"`
-	Scale   *scaleResult `json:"scale,omitempty"`
-	Budgets []budget     `json:"budgets"`
+	// Ranges is each system's headline figures over the rounds, by system
+	// name and figure: median, min and max. Computed from Rounds like the
+	// budgets; absent with one round.
+	Ranges map[string]map[string]figRange `json:"ranges,omitempty"`
+	// Rounds is every round's results in the order they ran; absent with
+	// one round (and in results saved before rounds). asynq runs once and
+	// is in Systems only.
+	Rounds  [][]*sysResult `json:"rounds,omitempty"`
+	Scale   *scaleResult   `json:"scale,omitempty"`
+	Budgets []budget       `json:"budgets"`
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "smoke run: about 40 s, smallest sizes, no asynq")
-	full := flag.Bool("full", false, "full run: every point and size, about 15 minutes")
+	full := flag.Bool("full", false, "full run: 5 rounds of every point and size, about 40 minutes")
 	seeds := flag.Bool("seeds", false, "also measure the five seed designs (always in -quick and -full)")
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
@@ -68,6 +83,7 @@ func main() {
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
 	cluster := flag.Bool("cluster", false, "only sharded queues on Redis Clusters of 1, 3 and 6 primaries (own redis-server processes), beside the unsharded queue and the raw list loop on as many hash tags")
 	queues := flag.Bool("queues", false, "only many queues: one MultiConsumer over 10,000 and over 100 queues (pool of 64) beside a single queue's Consumer")
+	rounds := flag.Int("rounds", 0, "interleaved rounds of the systems, also with -e2e (default 3, -full 5, -quick 1; -cluster and -queues keep their own)")
 	flag.Parse()
 	if *reportFrom != "" {
 		rereport(*reportFrom, *out)
@@ -84,25 +100,31 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
-	// The default run is about a minute: every system and asynq at sizes
-	// that keep the ratios steady, with few scale points. -full measures
-	// every point at the sizes the README's numbers come from.
-	p := params{Profile: "standard", Quick: true, Messages: 10000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 5,
-		PickupSamples: 100, DelayedSamples: 100, MemoryMessages: 10000, IdleSeconds: 2, InvMessages: 400,
-		DrainMessages: 50000}
+	// The default run is about a minute: three rounds of every system, then
+	// asynq once, at sizes that fit three rounds in the minute, with few
+	// scale points. -full measures every point at the sizes the README's
+	// numbers come from, in five rounds.
+	p := params{Profile: "standard", Quick: true, Rounds: 3, Messages: 5000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 3,
+		PickupSamples: 40, DelayedSamples: 50, MemoryMessages: 5000, IdleSeconds: 0.5, InvMessages: 300,
+		DrainMessages: 20000}
 	switch {
 	case *quick && *full:
 		fatal(fmt.Errorf("-quick and -full exclude each other"))
 	case *full:
 		*seeds = true
-		p = params{Profile: "full", Messages: 40000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 15,
-			PickupSamples: 500, DelayedSamples: 500, MemoryMessages: 50000, IdleSeconds: 12, InvMessages: 2000,
-			DrainMessages: 1000000}
+		// Five rounds: per round, half the sizes one full run used to
+		// measure once (40,000 messages, 1,000,000 drained).
+		p = params{Profile: "full", Rounds: 5, Messages: 20000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 8,
+			PickupSamples: 200, DelayedSamples: 200, MemoryMessages: 20000, IdleSeconds: 4, InvMessages: 1000,
+			DrainMessages: 300000}
 	case *quick:
 		*seeds = true
-		p = params{Profile: "quick", Quick: true, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
+		p = params{Profile: "quick", Quick: true, Rounds: 1, Messages: 4000, Producers: 8, Workers: 32, BatchWorkers: 8, Batch: 64, PhaseLimit: 0.6,
 			PickupSamples: 60, DelayedSamples: 60, MemoryMessages: 5000, IdleSeconds: 0.5, InvMessages: 300}
 		*noAsynq = true
+	}
+	if *rounds > 0 {
+		p.Rounds = *rounds
 	}
 	ctx := context.Background()
 	if *cluster {
@@ -125,8 +147,14 @@ func main() {
 
 	// One pool for every system: room for 64 blocking consumers and more.
 	// radix pings Size/5 connections per second by default; that is the
-	// pool's cost, not a queue's, so it is off here (see the README).
-	client, err := radix.PoolConfig{Size: 160, PingInterval: -1}.New(ctx, "tcp", srv.Addr)
+	// pool's cost, not a queue's, so it is off here (see the README). A phase
+	// ends by cancelling its consumers' blocking calls, and radix closes each
+	// connection such a call held and dials a replacement every
+	// MinReconnectInterval (125 ms by default): 32 of them took 4 s, the next
+	// phase found the pool short, and prioq's pool check refused its
+	// consumers (ErrPoolTooSmall). Dialling back at once keeps one phase from
+	// slowing the next.
+	client, err := radix.PoolConfig{Size: 160, PingInterval: -1, MinReconnectInterval: time.Millisecond}.New(ctx, "tcp", srv.Addr)
 	if err != nil {
 		fatal(err)
 	}
@@ -169,12 +197,16 @@ func main() {
 			run = append(run, s)
 		}
 	}
-	withAsynq := !*noAsynq && *only == "" && !*e2eOnly
-	steps := len(run)
+	if *e2eOnly {
+		runEndToEnd(ctx, client, run, p)
+		return
+	}
+	withAsynq := !*noAsynq && *only == ""
+	steps := len(run) * p.Rounds
 	if withAsynq {
 		steps++
 	}
-	if *only == "" && !*e2eOnly {
+	if *only == "" {
 		steps++ // the scale curves
 	}
 	begun := time.Now()
@@ -183,22 +215,22 @@ func main() {
 		step++
 		fmt.Fprintf(os.Stderr, "bench [%d/%d, %v]: %s\n", step, steps, time.Since(begun).Round(time.Second), what)
 	}
-	for _, s := range run {
-		progress(s.Name())
-		if *e2eOnly {
-			t, err := endToEnd(ctx, client, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
-			if err != nil {
-				fatal(err)
-			}
-			fmt.Printf("%-40s %8.0f msg/s  %.1f cmds/msg  %.1f us CPU/msg\n", s.Name(), t.Rate, t.CmdsPerMsg, t.CPUPerMsg)
-			continue
+	// Every round runs every system once, in the same order, so that a slow
+	// spell of the machine falls on the neighbours of one round (and the
+	// ratios of that round) rather than on every measurement of one system.
+	for round := 1; round <= p.Rounds; round++ {
+		var results []*sysResult
+		for _, s := range run {
+			progress(fmt.Sprintf("round %d/%d: %s", round, p.Rounds, s.Name()))
+			start := time.Now()
+			results = append(results, runSystem(ctx, client, s, p))
+			fmt.Fprintf(os.Stderr, "bench: %s took %v\n", s.Name(), time.Since(start).Round(100*time.Millisecond))
 		}
-		start := time.Now()
-		rep.Systems = append(rep.Systems, runSystem(ctx, client, s, p))
-		fmt.Fprintf(os.Stderr, "bench: %s took %v\n", s.Name(), time.Since(start).Round(100*time.Millisecond))
+		rep.Rounds = append(rep.Rounds, results)
 	}
-	if *e2eOnly {
-		return
+	rep.Systems = mergeRounds(rep.Rounds)
+	if len(rep.Rounds) < 2 {
+		rep.Rounds = nil // the one round is Systems
 	}
 	if withAsynq {
 		progress("asynq (building and running bench/asynqpeer)")
@@ -217,6 +249,7 @@ func main() {
 // stdout), the JSON and the plots to dir (default results/<time>).
 func writeResults(rep *report, dir string) {
 	rep.Budgets = budgets(rep)
+	rep.Ranges = ranges(rep)
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
@@ -266,7 +299,7 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 		if isPrioq && ps.enqueueMW != nil {
 			return // the instrumented variants are compared end to end only
 		}
-		if !(isPrioq && ps.mode == prioq.AtLeastOnce && ps.layout.String() == prioq.Levels(levels).String()) && s.Name() != "raw list loop (seed 001)" {
+		if !(isPrioq && ps.mode == prioq.AtLeastOnce && ps.layout.String() == prioq.Levels(levels).String()) && s.Name() != rawLoop {
 			return
 		}
 		t, err := drain(ctx, c, s, p.DrainMessages, p.Workers, 20*limit)
@@ -351,6 +384,41 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 	}
 	drained()
 	return r
+}
+
+// runEndToEnd is -e2e: only the end-to-end single-call run of each system,
+// in p.Rounds interleaved rounds, a line per run, then each system's median
+// and range (and its ratio to the raw list loop, round by round, when that
+// ran too).
+func runEndToEnd(ctx context.Context, c radix.Client, run []system, p params) {
+	rep := &report{}
+	for round := 1; round <= p.Rounds; round++ {
+		var results []*sysResult
+		for _, s := range run {
+			t, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
+			if err != nil {
+				fatal(err)
+			}
+			fmt.Printf("%-12s %-58s %8.0f msg/s  %.1f cmds/msg  %.1f us CPU/msg\n",
+				fmt.Sprintf("round %d/%d", round, p.Rounds), s.Name(), t.Rate, t.CmdsPerMsg, t.CPUPerMsg)
+			results = append(results, &sysResult{Name: s.Name(), E2E: &t})
+		}
+		rep.Rounds = append(rep.Rounds, results)
+	}
+	if p.Rounds < 2 {
+		return
+	}
+	rep.Systems = mergeRounds(rep.Rounds)
+	raw := find(rep, rawLoop)
+	for _, s := range rep.Systems {
+		line := fmt.Sprintf("%-12s %-58s %8s msg/s  %s cmds/msg  %s us CPU/msg", fmt.Sprintf("median of %d", p.Rounds), s.Name,
+			med(rep.values(s, rateIn(e2ePhase)), 0, ""), med(rep.values(s, cmdsIn(e2ePhase)), 1, ""),
+			med(rep.values(s, cpuIn(e2ePhase)), 1, ""))
+		if raw != nil {
+			line += "  " + med(rep.ratios(s, raw, rateIn(e2ePhase)), 2, "×") + " raw"
+		}
+		fmt.Println(line)
+	}
 }
 
 func fatal(err error) {

@@ -21,90 +21,94 @@ type budget struct {
 	Met      *bool  `json:"met,omitempty"` // nil: not measured in this run
 }
 
-func find(r *report, name string) *sysResult {
-	for _, s := range r.Systems {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
-}
+// The reference systems the report compares with, by name.
+const (
+	rawLoop   = "raw list loop (seed 001)"
+	ceilLoop  = "raw pipelined RPUSH+LPOP (ceiling)"
+	asynqPeer = "asynq (peer)"
+)
+
+func find(r *report, name string) *sysResult { return findIn(r.Systems, name) }
 
 func verdict(ok bool) *bool { return &ok }
 
+// budgets judges each budget by the median over the rounds (see rounds.go);
+// the measured text gives the range beside it.
 func budgets(r *report) []budget {
 	var out []budget
 	add := func(what, want, got string, met *bool) { out = append(out, budget{what, want, got, met}) }
 	rel := find(r, "prioq levels reliable")
 	fast := find(r, "prioq levels fast")
-	raw := find(r, "raw list loop (seed 001)")
-	ceil := find(r, "raw pipelined RPUSH+LPOP (ceiling)")
-	asq := find(r, "asynq (peer)")
-	rate := func(s *sysResult, batched bool) float64 {
-		if s == nil {
-			return 0
+	raw := find(r, rawLoop)
+	ceil := find(r, ceilLoop)
+	asq := find(r, asynqPeer)
+	e2e, batched := rateIn(e2ePhase), rateIn(batchPhase)
+	// versus is the rates behind a ratio: medians when there were rounds.
+	versus := func(a, b *sysResult, f figure) string {
+		va, vb := r.values(a, f), r.values(b, f)
+		if len(va) > 1 || len(vb) > 1 {
+			return fmt.Sprintf("; medians %.0f vs %.0f msg/s", median(va), median(vb))
 		}
-		t := s.E2E
-		if batched {
-			t = s.E2EBatch
-		}
-		if t == nil {
-			return 0
-		}
-		return t.Rate
+		return fmt.Sprintf(" (%.0f vs %.0f msg/s)", median(va), median(vb))
 	}
-	if rel != nil && rel.E2E != nil {
-		c := rel.E2E.CmdsPerMsg
+	if c := r.values(rel, cmdsIn(e2ePhase)); len(c) > 0 {
 		add("Redis commands per reliable message (enqueue+take+ack, Lua calls counted)", "≤ 10",
-			fmt.Sprintf("%.1f single calls; %.1f batched", c, ptrCmds(rel.E2EBatch)), verdict(c <= 10))
-		add("Redis CPU per reliable message (INFO cpu)", "≤ 20 µs", fmt.Sprintf("%.1f µs single; %.1f µs batched",
-			rel.E2E.CPUPerMsg, ptrCPU(rel.E2EBatch)), verdict(rel.E2E.CPUPerMsg <= 20))
+			fmt.Sprintf("%s, single calls; batched %s", overRounds(c, 1, ""), med(r.values(rel, cmdsIn(batchPhase)), 1, "")),
+			verdict(median(c) <= 10))
 	}
-	if rel != nil && raw != nil && rate(raw, false) > 0 {
-		x := rate(rel, false) / rate(raw, false)
+	if c := r.values(rel, cpuIn(e2ePhase)); len(c) > 0 {
+		add("Redis CPU per reliable message (INFO cpu)", "≤ 20 µs",
+			fmt.Sprintf("%s, single calls; batched %s", overRounds(c, 1, " µs"), med(r.values(rel, cpuIn(batchPhase)), 1, " µs")),
+			verdict(median(c) <= 20))
+	}
+	if x := r.ratios(rel, raw, e2e); len(x) > 0 {
 		add("end to end, AtLeastOnce, single calls, 32 workers vs raw list loop", "≥ 0.7×",
-			fmt.Sprintf("%.2f× (%.0f vs %.0f msg/s)", x, rate(rel, false), rate(raw, false)), verdict(x >= 0.7))
+			overRounds(x, 2, "×")+versus(rel, raw, e2e), verdict(median(x) >= 0.7))
 	}
-	if rel != nil && asq != nil && rate(asq, false) > 0 {
-		x := rate(rel, false) / rate(asq, false)
+	if x := r.ratios(rel, asq, e2e); len(x) > 0 {
 		add("end to end, AtLeastOnce vs asynq", "≥ 3×",
-			fmt.Sprintf("%.2f× (%.0f vs %.0f msg/s)", x, rate(rel, false), rate(asq, false)), verdict(x >= 3))
+			overRounds(x, 2, "×")+versus(rel, asq, e2e), verdict(median(x) >= 3))
 	} else {
 		add("end to end, AtLeastOnce vs asynq", "≥ 3×", "not run (-quick, -no-asynq or -only)", nil)
 	}
-	if fast != nil && raw != nil && rate(raw, false) > 0 {
-		x := rate(fast, false) / rate(raw, false)
+	if x := r.ratios(fast, raw, e2e); len(x) > 0 {
 		add("end to end, AtMostOnce vs raw list loop", "≥ 0.9×",
-			fmt.Sprintf("%.2f× (%.0f vs %.0f msg/s)", x, rate(fast, false), rate(raw, false)), verdict(x >= 0.9))
+			overRounds(x, 2, "×")+versus(fast, raw, e2e), verdict(median(x) >= 0.9))
 	}
-	if rel != nil && ceil != nil && rate(ceil, true) > 0 {
-		x := rate(rel, true) / rate(ceil, true)
+	if x := r.ratios(rel, ceil, batched); len(x) > 0 {
+		pct := make([]float64, len(x))
+		for i := range x {
+			pct[i] = 100 * x[i]
+		}
 		add("end to end, batched enqueue + batched take/ack vs raw pipelined ceiling", "≥ 25%",
-			fmt.Sprintf("%.0f%% (%.0f vs %.0f msg/s)", 100*x, rate(rel, true), rate(ceil, true)), verdict(x >= 0.25))
+			overRounds(pct, 0, "%")+versus(rel, ceil, batched), verdict(median(x) >= 0.25))
 	}
 	for _, s := range []*sysResult{rel, fast} {
-		if s != nil && s.Pickup != nil && s.Pickup.Samples > 0 {
+		p50, p99 := r.values(s, p50In(pickupOf)), r.values(s, p99In(pickupOf))
+		if len(p50) > 0 && len(p99) > 0 {
 			add("idle pickup latency, "+s.Name, "p50 ≤ 0.5 ms, p99 ≤ 2 ms",
-				fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms", s.Pickup.P50, s.Pickup.P99, s.Pickup.Max),
-				verdict(s.Pickup.P50 <= 0.5 && s.Pickup.P99 <= 2))
+				fmt.Sprintf("p50 %s; p99 %s; max %.2f ms", overRounds(p50, 2, " ms"), overRounds(p99, 2, " ms"), s.Pickup.Max),
+				verdict(median(p50) <= 0.5 && median(p99) <= 2))
 		}
 	}
 	for _, s := range []*sysResult{rel, fast} {
-		if s != nil && s.Late != nil && s.Late.Samples > 0 {
+		p50, p99 := r.values(s, p50In(lateOf)), r.values(s, p99In(lateOf))
+		if len(p99) > 0 {
 			add("delayed lateness, "+s.Name, "p99 ≤ 5 ms",
-				fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms", s.Late.P50, s.Late.P99, s.Late.Max), verdict(s.Late.P99 <= 5))
+				fmt.Sprintf("p99 %s; p50 %s; max %.2f ms", overRounds(p99, 2, " ms"), med(p50, 2, " ms"), s.Late.Max),
+				verdict(median(p99) <= 5))
 		}
 	}
 	for _, s := range []*sysResult{rel, find(r, "prioq range reliable")} {
-		if s != nil && s.MemPerMsg != nil {
+		if v := r.values(s, memFig); len(v) > 0 {
 			add("Redis memory per waiting message beyond payload, "+s.Name, "≤ 100 bytes",
-				fmt.Sprintf("%.0f bytes", *s.MemPerMsg), verdict(*s.MemPerMsg <= 100))
+				overRounds(v, 0, " bytes"), verdict(median(v) <= 100))
 		}
 	}
 	for _, s := range []*sysResult{rel, fast} {
-		if s != nil && s.IdleRate != nil {
+		if v := r.values(s, idleFig); len(v) > 0 {
 			add("idle load, "+s.Name, "≤ 1 command/s per idle consumer",
-				fmt.Sprintf("%.2f commands/s", *s.IdleRate), verdict(*s.IdleRate <= 1))
+				overRounds(v, 2, " commands/s"), verdict(median(v) <= 1))
 		}
 	}
 	if sc := r.Scale; sc != nil && len(sc.DepthLevels) > 1 {
@@ -164,20 +168,6 @@ func fmtList(xs []float64) string {
 	return strings.Join(parts, "/")
 }
 
-func ptrCmds(t *throughput) float64 {
-	if t == nil {
-		return math.NaN()
-	}
-	return t.CmdsPerMsg
-}
-
-func ptrCPU(t *throughput) float64 {
-	if t == nil {
-		return math.NaN()
-	}
-	return t.CPUPerMsg
-}
-
 func markdown(r *report) string {
 	var b strings.Builder
 	m := r.Machine
@@ -185,17 +175,32 @@ func markdown(r *report) string {
 	if profile == "" { // results saved before profiles had names
 		profile = map[bool]string{true: "quick", false: "full"}[r.Params.Quick]
 	}
-	fmt.Fprintf(&b, "## prioq benchmark (%s)\n\n", profile)
+	rounds := max(len(r.Rounds), 1)
+	if rounds > 1 {
+		fmt.Fprintf(&b, "## prioq benchmark (%s; medians of %d interleaved rounds)\n\n", profile, rounds)
+	} else {
+		fmt.Fprintf(&b, "## prioq benchmark (%s; one round)\n\n", profile)
+	}
 	fmt.Fprintf(&b, "Redis %s (%s); %d cores; %s %s; %s. %d messages of 64 bytes per throughput run, %d producers, %d workers (batched: %d workers × %d).\n\n",
 		m.Redis, m.RedisFrom, m.Cores, m.Go, m.OS, m.Date, r.Params.Messages, r.Params.Producers, r.Params.Workers, r.Params.BatchWorkers, r.Params.Batch)
+	if rounds > 1 {
+		fmt.Fprintf(&b, "Every system ran once in each of %d interleaved rounds (A B C … A B C …). Each figure is its median over the rounds, "+
+			"with the range (min–max) in brackets where the rounds differ; a ratio is taken round by round (a system over the raw list loop of the same round), "+
+			"then its median. A budget is met when its median meets it.", rounds)
+		switch peer := find(r, asynqPeer) != nil; {
+		case peer && r.Scale != nil:
+			b.WriteString(" asynq and the scale curves ran once: a ratio to asynq divides each round by its one figure, and asynq's idle window is as long as the rounds' together.")
+		case peer:
+			b.WriteString(" asynq ran once: a ratio to asynq divides each round by its one figure, and its idle window is as long as the rounds' together.")
+		case r.Scale != nil:
+			b.WriteString(" The scale curves ran once.")
+		}
+		b.WriteString("\n\n")
+	}
 	b.WriteString("| system | reliable | enqueue/s | take/s | end to end/s | ×raw | batched/s | cmds/msg | CPU µs/msg | pickup p50/p99 ms | late p99 ms | mem B/msg | idle cmd/s | inversions | dups |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	raw := find(r, "raw list loop (seed 001)")
+	raw := find(r, rawLoop)
 	for _, s := range r.Systems {
-		x := "–"
-		if raw != nil && raw.E2E != nil && s.E2E != nil && raw.E2E.Rate > 0 {
-			x = fmt.Sprintf("%.2f", s.E2E.Rate/raw.E2E.Rate)
-		}
 		dups := int64(0)
 		for _, t := range []*throughput{s.Take, s.E2E, s.E2EBatch, s.Drain} {
 			if t != nil {
@@ -203,10 +208,16 @@ func markdown(r *report) string {
 			}
 		}
 		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
-			s.Name, yes(s.Reliable), tput(s.Enqueue), tput(s.Take), tput(s.E2E), x, tput(s.E2EBatch),
-			cmds(s.E2E), cpu(s.E2E), lat2(s.Pickup), late(s.Late), f0(s.MemPerMsg), f2(s.IdleRate), inv(s), dups)
+			s.Name, yes(s.Reliable), r.tput(s, enqueuePhase), r.tput(s, takePhase), r.tput(s, e2ePhase),
+			med(r.ratios(s, raw, rateIn(e2ePhase)), 2, ""), r.tput(s, batchPhase),
+			med(r.values(s, cmdsIn(e2ePhase)), 1, ""), med(r.values(s, cpuIn(e2ePhase)), 1, ""), r.pickup(s), r.late(s),
+			med(r.values(s, memFig), 0, ""), med(r.values(s, idleFig), 2, ""), r.inv(s), dups)
 	}
-	b.WriteString("\n`*` = the phase hit its time limit; the rate is what it handled in that time.\n")
+	if rounds > 1 {
+		b.WriteString("\n`*` = the phase hit its time limit in at least one round; the rate is what it handled in that time. Duplicates, lost and early messages are summed over the rounds.\n")
+	} else {
+		b.WriteString("\n`*` = the phase hit its time limit; the rate is what it handled in that time.\n")
+	}
 	for _, s := range r.Systems {
 		for _, e := range s.Errors {
 			fmt.Fprintf(&b, "- %s: %s\n", s.Name, e)
@@ -221,7 +232,7 @@ func markdown(r *report) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", bu.What, bu.Budget, bu.Measured, met)
 	}
 	if sc := r.Scale; sc != nil {
-		b.WriteString("\n### Scale (AtLeastOnce; server µs per operation from INFO commandstats, wall µs per call on one client)\n\n")
+		b.WriteString("\n### Scale (AtLeastOnce; one run per point; server µs per operation from INFO commandstats, wall µs per call on one client)\n\n")
 		b.WriteString("| curve | x | enqueue srv µs | take srv µs | enqueue wall µs | take wall µs |\n|---|---|---|---|---|---|\n")
 		for _, c := range []struct {
 			name string
@@ -245,14 +256,13 @@ func markdown(r *report) string {
 // to end throughput and Redis CPU per message, as ratios to the raw list
 // loop and to asynq measured in the same run.
 func comparison(b *strings.Builder, r *report) {
-	raw, peer := find(r, "raw list loop (seed 001)"), find(r, "asynq (peer)")
-	ratio := func(s, ref *sysResult) string {
-		if ref == nil || ref.E2E == nil || ref.E2E.Rate <= 0 || s.E2E == nil {
-			return "–"
-		}
-		return fmt.Sprintf("%.2f×", s.E2E.Rate/ref.E2E.Rate)
+	raw, peer := find(r, rawLoop), find(r, asynqPeer)
+	e2e := rateIn(e2ePhase)
+	title := "same run"
+	if n := len(r.Rounds); n > 1 {
+		title = fmt.Sprintf("medians of %d interleaved rounds, min–max in brackets", n)
 	}
-	b.WriteString("\n### Comparison (end to end, 32 workers, same run)\n\n")
+	fmt.Fprintf(b, "\n### Comparison (end to end, 32 workers, %s)\n\n", title)
 	b.WriteString("Redis CPU µs per message (INFO cpu, enqueue + take + ack) is what bounds one Redis: the ceiling column is 10⁶ / that, the messages per second one fully busy Redis core would carry.\n\n")
 	b.WriteString("| system | reliable | priorities | msg/s | vs raw list loop | vs asynq | Redis CPU µs/msg | ceiling msg/s per Redis core | idle pickup p50 ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Systems {
@@ -260,7 +270,9 @@ func comparison(b *strings.Builder, r *report) {
 			continue
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, yes(s.Reliable), yes(s.Priorities),
-			tput(s.E2E), ratio(s, raw), ratio(s, peer), cpu(s.E2E), ceiling(s.E2E), p50(s.Pickup))
+			r.tput(s, e2ePhase), med(r.ratios(s, raw, e2e), 2, "×"), med(r.ratios(s, peer, e2e), 2, "×"),
+			med(r.values(s, cpuIn(e2ePhase)), 1, ""), med(r.values(s, ceilingIn(e2ePhase)), 0, ""),
+			med(r.values(s, p50In(pickupOf)), 2, ""))
 	}
 	var drains []*sysResult
 	for _, s := range r.Systems {
@@ -272,30 +284,14 @@ func comparison(b *strings.Builder, r *report) {
 		fmt.Fprintf(b, "\n#### Drain %d pre-enqueued messages (32 workers)\n\n", r.Params.DrainMessages)
 		b.WriteString("| system | msg/s | vs raw list loop | Redis CPU µs/msg | ceiling msg/s per Redis core |\n|---|---|---|---|---|\n")
 		for _, s := range drains {
-			x := "–"
-			if raw != nil && raw.Drain != nil && raw.Drain.Rate > 0 {
-				x = fmt.Sprintf("%.2f×", s.Drain.Rate/raw.Drain.Rate)
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", s.Name, tput(s.Drain), x, cpu(s.Drain), ceiling(s.Drain))
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", s.Name, r.tput(s, drainPhase),
+				med(r.ratios(s, raw, rateIn(drainPhase)), 2, "×"), med(r.values(s, cpuIn(drainPhase)), 1, ""),
+				med(r.values(s, ceilingIn(drainPhase)), 0, ""))
 		}
 	}
 	if peer == nil {
 		b.WriteString("\nasynq was not run (-quick, -no-asynq or -only).\n")
 	}
-}
-
-func ceiling(t *throughput) string {
-	if t == nil || t.CPUPerMsg <= 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.0f", 1e6/t.CPUPerMsg)
-}
-
-func p50(l *latency) string {
-	if l == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", l.P50)
 }
 
 func yes(b bool) string {
@@ -305,72 +301,47 @@ func yes(b bool) string {
 	return "no"
 }
 
-func tput(t *throughput) string {
+// tput is a phase's rate over the rounds, with a * when it hit its time
+// limit in any.
+func (r *report) tput(s *sysResult, ph phase) string {
+	t := ph(s)
 	if t == nil {
 		return "–"
 	}
-	s := fmt.Sprintf("%.0f", t.Rate)
+	out := med(r.values(s, rateIn(ph)), 0, "")
 	if t.TimedOut {
-		s += "*"
+		out += "*"
 	}
-	return s
+	return out
 }
 
-func cmds(t *throughput) string {
-	if t == nil || t.Handled == 0 {
+func (r *report) pickup(s *sysResult) string {
+	if s.Pickup == nil || s.Pickup.Samples == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f", t.CmdsPerMsg)
+	out := med(r.values(s, p50In(pickupOf)), 2, "") + " / " + med(r.values(s, p99In(pickupOf)), 2, "")
+	if s.Pickup.Missing > 0 {
+		out += fmt.Sprintf(" (%d lost)", s.Pickup.Missing)
+	}
+	return out
 }
 
-func cpu(t *throughput) string {
-	if t == nil || t.Handled == 0 {
+func (r *report) late(s *sysResult) string {
+	if s.Late == nil || s.Late.Samples == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f", t.CPUPerMsg)
+	out := med(r.values(s, p99In(lateOf)), 1, "")
+	if s.Late.Early > 0 {
+		out += fmt.Sprintf(" (%d early)", s.Late.Early)
+	}
+	return out
 }
 
-func lat2(l *latency) string {
-	if l == nil || l.Samples == 0 {
-		return "–"
-	}
-	s := fmt.Sprintf("%.2f / %.2f", l.P50, l.P99)
-	if l.Missing > 0 {
-		s += fmt.Sprintf(" (%d lost)", l.Missing)
-	}
-	return s
-}
-
-func late(l *latency) string {
-	if l == nil || l.Samples == 0 {
-		return "–"
-	}
-	s := fmt.Sprintf("%.1f", l.P99)
-	if l.Early > 0 {
-		s += fmt.Sprintf(" (%d early)", l.Early)
-	}
-	return s
-}
-
-func f0(f *float64) string {
-	if f == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%.0f", *f)
-}
-
-func f2(f *float64) string {
-	if f == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", *f)
-}
-
-func inv(s *sysResult) string {
+func (r *report) inv(s *sysResult) string {
 	if s.Inversions == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%d/%d", *s.Inversions, s.InvOf)
+	return fmt.Sprintf("%s/%d", med(r.values(s, invFig), 0, ""), s.InvOf)
 }
 
 // plots writes throughput vs consumers, the idle pickup latency CDF and cost

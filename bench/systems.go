@@ -256,7 +256,7 @@ type rawLists struct {
 	name string
 }
 
-func newRawLists(c radix.Client) *rawLists { return &rawLists{c: c, name: "raw list loop (seed 001)"} }
+func newRawLists(c radix.Client) *rawLists { return &rawLists{c: c, name: rawLoop} }
 
 func (s *rawLists) Name() string     { return s.name }
 func (s *rawLists) Reliable() bool   { return false }
@@ -302,7 +302,7 @@ func (s *rawLists) Cleanup(ctx context.Context) { _ = s.c.Do(ctx, radix.Cmd(nil,
 type rawPipelined struct{ rawLists }
 
 func newRawPipelined(c radix.Client) *rawPipelined {
-	return &rawPipelined{rawLists{c: c, name: "raw pipelined RPUSH+LPOP (ceiling)"}}
+	return &rawPipelined{rawLists{c: c, name: ceilLoop}}
 }
 
 func (s *rawPipelined) Priorities() bool { return false }

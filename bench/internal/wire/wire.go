@@ -20,6 +20,10 @@ type Params struct {
 	IdleSeconds    float64 `json:"idle_seconds"`
 	InvMessages    int     `json:"inversion_messages"`
 	DrainMessages  int     `json:"drain_messages,omitempty"`
+	// Rounds is how many interleaved rounds the systems run in (every
+	// system once per round); 0 in results saved before rounds, meaning 1.
+	// The peer runs once whatever it says.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 // Throughput is one throughput phase: how many messages per second, and
