@@ -22,7 +22,8 @@ type ConsumerConfig struct {
 	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
 	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
 	// interrupted at once). Defaults to DefaultBlockTimeout, or
-	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue.
+	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue (not a Range one:
+	// its consumers wait on the wake-up, as AtLeastOnce ones do).
 	BlockTimeout time.Duration
 
 	// Weights, when set, replaces strict priority order by a weighted one: for

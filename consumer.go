@@ -57,7 +57,14 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults(q.cfg.Mode)
+	mode := q.cfg.Mode
+	if q.shards[0].lists() {
+		// An AtMostOnce consumer of a Range queue (format 4) waits on the
+		// wake-up, which Close interrupts at once, not in a pop that Close
+		// must wait out: the longer wait of AtLeastOnce suits it.
+		mode = AtLeastOnce
+	}
+	cfg = cfg.withDefaults(mode)
 	if cfg.Weights != nil && len(q.shards) > 1 {
 		return nil, fmt.Errorf("%w: Weights need a queue of one shard", ErrInvalidOption)
 	}

@@ -368,3 +368,26 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	// (16) in flight per kill, plus acks lost with the process.
 	assert.LessOrEqual(t, dup, kills*(16+maxMergedAcks))
 }
+
+// A Range (format 4) message that Close gives back to a list whose segment
+// index refuses its name is taken back out and reported lost, its caller id
+// released, rather than left in a list no take would find with its id
+// still taken. Failed on a04cba8: the message stayed unseen in prio:0 and
+// its id could not be enqueued again.
+func TestCloseNeverHidesAGivenBackRangeMessage(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Mode: AtMostOnce, Layout: Range(0, 99, 3)})
+	cons, err := q.NewConsumer(ConsumerConfig{NoPromoter: true, BlockTimeout: time.Second})
+	require.NoError(t, err)
+	holdOne(t, q, cons, ID("x"), Priority(5))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[0], "not an index")))
+	err = cons.Close(ctx)
+	require.Error(t, err, "the message could not go back")
+	var n int64
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).prioList(5))))
+	assert.Zero(t, n, "no message left where no take finds it")
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[0])))
+	_, err = q.Enqueue(ctx, []byte("again"), ID("x"), Priority(5))
+	assert.NoError(t, err, "its id was released")
+}

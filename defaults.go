@@ -48,8 +48,9 @@ const (
 	DefaultLease = 30 * time.Second
 
 	// DefaultBlockTimeout is ConsumerConfig.BlockTimeout's default for
-	// AtLeastOnce consumers, DefaultBlockTimeoutAtMostOnce for AtMostOnce
-	// ones (shorter, because Close waits for a pop in progress).
+	// AtLeastOnce consumers and those of a Range queue,
+	// DefaultBlockTimeoutAtMostOnce for other AtMostOnce ones (shorter,
+	// because Close waits for a pop in progress).
 	DefaultBlockTimeout           = 5 * time.Second
 	DefaultBlockTimeoutAtMostOnce = 2 * time.Second
 

@@ -41,7 +41,8 @@
 // records, the ids of live caller-given ids, and for AtLeastOnce the leases,
 // in-flight records, dead letters and wake-up marker. keys.go describes each
 // key, builds every name, and is the only place that does; every script
-// receives all keys it touches in KEYS.
+// receives all keys it touches in KEYS, but a Range priority's list, whose
+// name a take builds from a lane key once it has popped the priority.
 //
 // A queue of N > 1 shards (Config.Shards) keeps its meta key, prioq:{Q}:meta,
 // and puts every other key of shard i under prioq/i:{Q/k}:, where the tag Q/k

@@ -353,8 +353,8 @@ func (s *shard) top(ctx context.Context) (int64, error) {
 	if got == "" {
 		return hintEmpty, nil
 	}
-	var p int64
-	if _, err := fmt.Sscan(got, &p); err != nil {
+	p, err := strconv.ParseInt(got, 10, 64)
+	if err != nil {
 		return 0, fmt.Errorf("prioq: probe %q: %w: %q", s.name, ErrScript, got)
 	}
 	return p, nil

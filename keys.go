@@ -13,8 +13,10 @@ import (
 //
 // Every key of queue Q starts with prioq:{Q}:, so the queue lives in one
 // Redis Cluster slot (its hash tag is its name) and every multi-key command
-// and script prioq sends is legal on a cluster. Scripts never build key
-// names; they get every key they touch in KEYS.
+// and script prioq sends is legal on a cluster. Scripts get every key they
+// touch in KEYS, but one: a Range priority's list (prio:P below), whose
+// name a take learns only as it pops P from an index; it is built from a
+// lane key given in KEYS, so it is in the same slot.
 //
 //	prioq:{Q}:meta      HASH    layout, mode, format: written by Open when missing
 //	                            (and put back by consumers if a restart lost it)

@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -501,16 +502,29 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 		best = max(best, m.prio)
 	}
 	length := make(map[string]*int64, len(order)) // a list's length after its RPUSH; 0 until its reply arrives
-	named := make(map[string]*int64, len(order))  // Range: the index's ZADD reply; -1 until it arrives
+	named := make(map[string]error, len(order))   // Range: the index's ZADD error
+	refused := make(map[string]error)             // Range: the list's RPUSH error
+	var exec []any                                // Range: the transaction's replies
 	p := radix.NewPipeline()
+	if s.lists() {
+		// Range: each list's RPUSH and the ZADD naming it in its segment's
+		// index go in one transaction, so that a connection cut or a full
+		// Redis (which refuses the whole EXEC) cannot store a list no index
+		// names. An error of one command (a wrong type) does not undo the
+		// others: nameAgain sees to that.
+		p.Append(radix.Cmd(nil, "MULTI"))
+	}
 	for _, l := range order {
 		length[l] = new(int64)
-		p.Append(radix.Cmd(length[l], "RPUSH", append([]string{l}, byList[l]...)...))
 		if s.lists() {
-			named[l] = new(int64)
-			*named[l] = -1
-			p.Append(s.nameCmd(named[l], first[l]))
+			p.Append(radix.Cmd(nil, "RPUSH", append([]string{l}, byList[l]...)...))
+			p.Append(s.nameCmd(first[l]))
+		} else {
+			p.Append(radix.Cmd(length[l], "RPUSH", append([]string{l}, byList[l]...)...))
 		}
+	}
+	if s.lists() {
+		p.Append(radix.Cmd(&exec, "EXEC"))
 	}
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
@@ -550,10 +564,23 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	if announced != nil && err == nil {
 		s.heard.Store(*announced > 0)
 	}
-	unnamed := s.nameAgain(ctx, err, order, byList, length, named, first)
+	if s.lists() && (err == nil || isReply(err)) && len(exec) == 2*len(order) {
+		// (Replies are read only after a reply: an abandoned call may still
+		// write them.)
+		for j, l := range order {
+			*length[l], _ = exec[2*j].(int64)
+			if e, ok := exec[2*j].(error); ok {
+				refused[l] = e // (EXEC itself succeeded: err may be nil)
+			}
+			if e, ok := exec[2*j+1].(error); ok {
+				named[l] = e
+			}
+		}
+	}
+	unnamed := s.nameAgain(ctx, order, byList, length, named, first)
 	for j, m := range ps {
 		i := idx[j]
-		if uerr := unnamed[listOf(m)]; uerr != nil {
+		if uerr := cmp.Or(unnamed[listOf(m)], refused[listOf(m)]); uerr != nil {
 			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, uerr)
 			continue
 		}
@@ -576,35 +603,27 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 
 // nameCmd names m's priority in its segment's index (Range, format 4): the
 // ZADD that makes its list visible to takes.
-func (s *shard) nameCmd(rcv *int64, m prepared) radix.Action {
-	return radix.Cmd(rcv, "ZADD", s.k.lanes[m.lane], m.score, fmtInt(m.prio))
+func (s *shard) nameCmd(m prepared) radix.Action {
+	return radix.Cmd(nil, "ZADD", s.k.lanes[m.lane], m.score, fmtInt(m.prio))
 }
 
 // nameAgain mends what a plain enqueue to a Range queue (format 4) can
-// leave: a list whose RPUSH stored messages (or may have: the connection
-// failed, perr) while the ZADD naming it in the index did not (refused: a
-// slot moving, memory full in between, a key of the wrong type; or never
-// sent). No take would find such a list. It names it again, alone, with a
-// deadline of its own (the caller's may be what ended the pipeline); if
-// that fails too, it takes the messages it knows were stored back out
-// (LREM: their envelopes are unique) and returns, per list, the error
-// their enqueues fail with. A name without a list costs nothing: a take
-// drops it.
-func (s *shard) nameAgain(ctx context.Context, perr error, order []string, byList map[string][]string,
-	length, named map[string]*int64, first map[string]prepared) map[string]error {
-	if !s.lists() {
-		return nil
-	}
+// leave: a list whose RPUSH stored messages while the ZADD naming it in the
+// index, in the same transaction, failed (a segment key of the wrong type).
+// No take would find such a list. It names it again, alone, with a deadline
+// of its own (the caller's may be what ended the call); if that fails too,
+// it takes the messages back out (LREM: their envelopes are unique) and
+// returns, per list, the error their enqueues fail with.
+func (s *shard) nameAgain(ctx context.Context, order []string, byList map[string][]string,
+	length map[string]*int64, named map[string]error, first map[string]prepared) map[string]error {
 	var out map[string]error
 	for _, l := range order {
-		stored := *length[l] > 0
-		if *named[l] >= 0 || !(stored || perr != nil && !isReply(perr)) {
+		if named[l] == nil || *length[l] <= 0 {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
-		var n int64
-		err := s.do(cctx, s.nameCmd(&n, first[l]))
-		if err != nil && stored {
+		err := s.do(cctx, s.nameCmd(first[l]))
+		if err != nil {
 			p := radix.NewPipeline()
 			for _, env := range byList[l] {
 				p.Append(radix.Cmd(nil, "LREM", l, "-1", env))

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,5 +315,88 @@ func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
 			}
 			assert.Equal(t, []string{"A", "B"}, payloads, "both messages are delivered")
 		})
+	}
+}
+
+// cutProxy forwards TCP between a client and addr, until armed: then it
+// forwards what the client sends only up to the first occurrence of cut,
+// and closes both sides, as a connection lost half-way through a pipeline
+// would: the server runs the commands it got whole, the client hears of
+// none.
+type cutProxy struct {
+	ln    net.Listener
+	armed atomic.Bool
+}
+
+func newCutProxy(t *testing.T, addr string, cut []byte) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+			go func() {
+				defer s.Close()
+				defer c.Close()
+				buf := make([]byte, 1<<16)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						b := buf[:n]
+						if i := bytes.Index(b, cut); i >= 0 && p.armed.Load() {
+							c.Close() // no reply gets back either
+							_, _ = s.Write(b[:i])
+							time.Sleep(50 * time.Millisecond) // let the server run what it got
+							return
+						}
+						if _, err := s.Write(b); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+// A plain Range enqueue cut off after its RPUSH, before the ZADD naming the
+// priority in its segment's index, stores nothing (the two are one
+// transaction), rather than a list no take would ever find. Failed on
+// a04cba8 (a pipeline without MULTI): the list was stored, unnamed.
+func TestRangeEnqueueCutHalfWayLeavesNoHiddenList(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	proxy := newCutProxy(t, testAddr, []byte("*4\r\n$4\r\nZADD"))
+	c, err := radix.PoolConfig{Size: 1}.New(ctx, "tcp", proxy.ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	q := openQueue(t, c, Config{Layout: Range(0, 1000, 4), CallTimeout: 2 * time.Second})
+	proxy.armed.Store(true)
+	_, err = q.Enqueue(ctx, []byte("x"), Priority(700))
+	require.Error(t, err, "the connection was cut")
+	proxy.armed.Store(false)
+
+	direct := newClient(t)
+	var n int64
+	require.NoError(t, direct.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).prioList(700))))
+	var name radix.Maybe
+	var score string
+	name.Rcv = &score
+	require.NoError(t, direct.Do(ctx, radix.Cmd(&name, "ZSCORE", sh(q).k.lanes[2], "700")))
+	if n > 0 {
+		assert.False(t, name.Null, "a list of %d messages that no index names", n)
 	}
 }

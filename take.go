@@ -151,7 +151,7 @@ func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
 	if now-last < int64(brokenLogEvery) || !s.brokenLogged.CompareAndSwap(last, now) {
 		return
 	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type: takes pass them by until they are mended",
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type (or content): takes pass them by until they are mended",
 		slog.String("queue", s.name), slog.String("keys", keys))
 }
 
@@ -196,7 +196,14 @@ func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []ta
 		total += n
 	}
 	out := make([]takeResult, len(ns))
-	msgs, _, err := s.take(ctx, s.k.highFirst, min(total, MaxBatch), lease)
+	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease})
+	msgs := r.msgs
+	for _, d := range r.dropped {
+		// AtMostOnce (a Range queue of format 4): an entry that did not
+		// decode left Redis with the pop and goes nowhere; say so.
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: dropped a message that did not decode",
+			slog.String("queue", s.name), slog.String("error", d.Error()))
+	}
 	for i, n := range ns {
 		if err != nil {
 			out[i].err = err

@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,4 +232,80 @@ func TestTakeFillsFromLaneAfterLane(t *testing.T) {
 			assert.Zero(t, st.InFlight)
 		})
 	}
+}
+
+// The best priority left, which sharded consumers and MultiConsumers read
+// from a take's reply and from top.lua, is exact up to ±2^53. Failed on the
+// code before: Lua's tostring wrote 9.007199254741e+15, the take's reply
+// did not parse (after it had leased the message) and top.lua's was read
+// as 9.
+func TestTopIsExactNearTwoToThe53(t *testing.T) {
+	c := newClient(t)
+	for _, layout := range []Layout{Range(-MaxRangePriority, MaxRangePriority, 4), seqRange(-MaxRangePriority, MaxRangePriority, 4)} {
+		ctx := ctxT(t, 10*time.Second)
+		q := openQueue(t, c, Config{Layout: layout})
+		for _, p := range []int64{MaxRangePriority - 1, MaxRangePriority - 2, 123456789012345} {
+			_, err := q.Enqueue(ctx, []byte("x"), Priority(p))
+			require.NoError(t, err)
+		}
+		top, err := sh(q).top(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(MaxRangePriority-1), top, "top.lua")
+		r, err := sh(q).takeFrom(ctx, takeArgs{lanes: sh(q).k.highFirst, n: 1, lease: time.Minute, top: true})
+		require.NoError(t, err)
+		require.Len(t, r.msgs, 1)
+		assert.Equal(t, int64(MaxRangePriority-1), r.msgs[0].Priority)
+		assert.True(t, r.hasTop)
+		assert.Equal(t, int64(MaxRangePriority-2), r.top, "the take's reply")
+	}
+}
+
+// An AtMostOnce take of a Range queue (format 4) that pops an entry that
+// does not decode says so in the log (it left Redis with the pop and has
+// nowhere to go), and the good messages still come. Failed on a04cba8:
+// dropped in silence.
+func TestAtMostOnceRangeTakeLogsWhatItDrops(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	var logged lockedBuffer
+	q := openQueue(t, c, Config{Mode: AtMostOnce, Layout: Range(0, 1000, 4), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	p := radix.NewPipeline()
+	p.Append(radix.Cmd(nil, "RPUSH", sh(q).prioList(1000), "garbage!"))
+	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[3], "-1000", "1000"))
+	require.NoError(t, c.Do(ctx, p))
+	good, err := q.Enqueue(ctx, []byte("good"), Priority(0))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, good, m.ID)
+	assert.Contains(t, logged.String(), "dropped a message that did not decode")
+}
+
+// A segment index member that names no priority (what a Range queue of
+// the earlier form holds, should a lost meta key make a new process treat
+// it as format 4; a hand edit) is left where it is and its segment passed
+// by as broken, not dropped: it may be a message. Failed on a04cba8: the
+// take popped it and threw it away.
+func TestRangeTakeKeepsAMemberThatNamesNoPriority(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	var logged lockedBuffer
+	q := openQueue(t, c, Config{Layout: Range(0, 99, 3), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	member := "\x00\x00\x00\x00\x00\x00\x00\x01" + "an envelope of the earlier form"
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.lanes[2], "-90", member)))
+	good, err := q.Enqueue(ctx, []byte("good"), Priority(10))
+	require.NoError(t, err)
+	for range 2 {
+		msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
+		require.NoError(t, err)
+		if len(msgs) > 0 {
+			require.Len(t, msgs, 1)
+			assert.Equal(t, good, msgs[0].ID)
+		}
+	}
+	var members []string
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).k.lanes[2], "0", "-1")))
+	assert.Equal(t, []string{member}, members, "left untouched")
+	assert.Contains(t, logged.String(), "lane keys of the wrong type")
 }

@@ -237,7 +237,9 @@ func markdown(r *report) string {
 		for _, c := range []struct {
 			name string
 			pts  []costPoint
-		}{{"depth, levels", sc.DepthLevels}, {"depth, range", sc.DepthRange}, {"lanes, work in the lowest", sc.Lanes},
+		}{{"depth, levels", sc.DepthLevels}, {"depth, range (every priority its own)", sc.DepthRange},
+			{"depth, range, 1,000 priorities", sc.DepthRangeRepeat}, {"depth, RangeSorted (every priority its own)", sc.DepthRangeSorted},
+			{"lanes, work in the lowest", sc.Lanes},
 			{"lanes, work in the top", sc.LanesTop}, {"segments, work in the lowest", sc.Segments}} {
 			for _, p := range c.pts {
 				fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.0f | %.0f |\n", c.name, p.X, p.EnqueueSrvUs, p.TakeSrvUs, p.EnqueueUs, p.TakeUs)

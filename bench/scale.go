@@ -37,10 +37,14 @@ type consPoint struct {
 type scaleResult struct {
 	DepthLevels []costPoint `json:"depth_levels"`
 	DepthRange  []costPoint `json:"depth_range"`
-	Lanes       []costPoint `json:"lanes"`
-	LanesTop    []costPoint `json:"lanes_work_in_top_lane"`
-	Segments    []costPoint `json:"segments"`
-	Consumers   []consPoint `json:"consumers"`
+	// Range with 1,000 priorities repeating, and RangeSorted with every
+	// priority its own (as DepthRange): the two forms' best cases.
+	DepthRangeRepeat []costPoint `json:"depth_range_1000_priorities,omitempty"`
+	DepthRangeSorted []costPoint `json:"depth_range_sorted,omitempty"`
+	Lanes            []costPoint `json:"lanes"`
+	LanesTop         []costPoint `json:"lanes_work_in_top_lane"`
+	Segments         []costPoint `json:"segments"`
+	Consumers        []consPoint `json:"consumers"`
 	// LaneCompare is the 2 → 64 lanes take cost measured in alternating
 	// rounds: the curves above measure each point once, and on a noisy
 	// machine one point moves ±25%.
@@ -229,17 +233,26 @@ func runScale(ctx context.Context, c radix.Client, p params) *scaleResult {
 			fmt.Printf("scale %s: %v\n", what, err)
 		}
 	}
+	distinct := func() int64 { return rand.Int64N(1<<41) - 1<<40 }
+	curves := []struct {
+		what string
+		cfg  prioq.Config
+		prio func() int64
+		out  *[]costPoint
+	}{
+		{"depth levels", prioq.Config{Layout: prioq.Levels(levels)}, func() int64 { return rand.Int64N(levels) }, &r.DepthLevels},
+		{"depth range", prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16)}, distinct, &r.DepthRange},
+		{"depth range, 1000 priorities", prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16)},
+			func() int64 { return (rand.Int64N(1000) - 500) << 30 }, &r.DepthRangeRepeat},
+		{"depth range sorted", prioq.Config{Layout: prioq.RangeSorted(-1<<40, 1<<40, 16)}, distinct, &r.DepthRangeSorted},
+	}
 	for _, d := range depths {
-		pt, err := measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(levels)}, d, ops,
-			func() int64 { return rand.Int64N(levels) })
-		warn("depth levels", err)
-		pt.X = d
-		r.DepthLevels = append(r.DepthLevels, pt)
-		pt, err = measureCost(ctx, c, prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16)}, d, ops,
-			func() int64 { return rand.Int64N(1<<41) - 1<<40 })
-		warn("depth range", err)
-		pt.X = d
-		r.DepthRange = append(r.DepthRange, pt)
+		for _, cv := range curves {
+			pt, err := measureCost(ctx, c, cv.cfg, d, ops, cv.prio)
+			warn(cv.what, err)
+			pt.X = d
+			*cv.out = append(*cv.out, pt)
+		}
 	}
 	for _, l := range lanes {
 		// Everything in the lowest lane: the take passes every empty lane first.

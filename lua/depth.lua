@@ -3,28 +3,35 @@
 --
 -- (keys.go describes every key.)
 -- KEYS[1..] lane keys (segment indexes), lane 0 first
--- ARGV[1]   the most priorities to count per segment: beyond, the count
---           is the mean length of those counted times the names in the index
--- Returns: per lane, {count, first envelope or ''}, and a third element
---          YES when the count is an estimate.
-local most = tonumber(ARGV[1])
+-- ARGV[1]   the most priorities' lists to count, in all: a segment with
+--           more names than the budget leaves is estimated, its names times
+--           the mean length of the lists counted (its own, or else all so
+--           far; 1 before any), so that Stats stays a few thousand calls
+--           whatever the queue holds
+-- Returns: per lane, {count, first envelope or '', YES when estimated}.
+local left = tonumber(ARGV[1])
 local out = {}
+local all_n, all_lists = 0, 0
 for _, lane in ipairs(KEYS) do
   local n, head, seen, estimated = 0, '', 0, NO
   if redis.call('TYPE', lane).ok == 'zset' then
-    local names = redis.call('ZRANGE', lane, 0, most - 1)
+    local names = {}
+    if left > 0 then names = redis.call('ZRANGE', lane, 0, left - 1) end
     for _, prio in ipairs(names) do
       local key = plist_key(lane, prio)
-      if redis.call('TYPE', key).ok == 'list' then
-        local len = redis.call('LLEN', key)
-        if head == '' and len > 0 then head = redis.call('LINDEX', key, 0) end
-        n = n + len
-      end
+      local len = redis.pcall('LLEN', key) -- a wrong type counts 0
+      if type(len) ~= 'number' then len = 0 end
+      if head == '' and len > 0 then head = redis.call('LINDEX', key, 0) end
+      n = n + len
       seen = seen + 1
     end
-    local all = redis.call('ZCARD', lane)
-    if all > seen and seen > 0 then
-      n = math.floor(n * all / seen)
+    left = left - seen
+    all_n, all_lists = all_n + n, all_lists + seen
+    local total = redis.call('ZCARD', lane)
+    if total > seen then
+      local mean = 1
+      if seen > 0 then mean = n / seen elseif all_lists > 0 then mean = all_n / all_lists end
+      n = math.floor(n + (total - seen) * mean + 0.5)
       estimated = YES
     end
   end

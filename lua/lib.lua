@@ -328,7 +328,7 @@ local function by_lane(base, kind)
   local function add(lane, score, value)
     -- KIND_LISTS: one group per priority list, each with its own lane.
     local g = lane
-    if kind == KIND_LISTS then g = lane .. '|' .. score end
+    if kind == KIND_LISTS then g = lane .. '|' .. prio_str(score) end
     local l = lists[g]
     if not l then
       l = {}

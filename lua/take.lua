@@ -133,24 +133,58 @@ end
 -- list key, the name's score and whether the list holds more.
 local belowFloor
 local broken = {}
+
+-- pass_by leaves index key out of this take's lanes, as broken: it holds a
+-- member that names no priority (an entry of the earlier form left by a
+-- lost meta key, a hand edit), which goes back untouched.
+local function pass_by(key)
+  if not lanes then
+    lanes, popN = {}, 0
+    for k = FIRST, #KEYS do
+      lanes[#lanes + 1] = KEYS[k]
+      if k <= popLast then popN = popN + 1 end
+    end
+  end
+  for j = 1, #lanes do
+    if lanes[j] == key then
+      table.remove(lanes, j)
+      if j <= popN then popN = popN - 1 end
+      break
+    end
+  end
+  broken[#broken + 1] = key
+end
+
 local function pop_lists(call, paused, want)
   while true do
+    if lanes and popN == 0 then return nil end
     local res = pop(call, paused, 1)
     if not res or res.err or res[1] == KEYS[1] then return res end
     local prio, score = res[2][1][1], res[2][1][2]
-    if floor and -tonumber(score) < floor then
+    if not string.match(prio, '^-?%d+$') then
+      redis.call('ZADD', res[1], score, prio)
+      pass_by(res[1])
+    elseif floor and -tonumber(score) < floor then
       redis.call('ZADD', res[1], score, prio)
       belowFloor = -tonumber(score)
       return nil
-    end
-    local key = plist_key(res[1], prio)
-    local items = redis.pcall('LPOP', key, want)
-    if type(items) == 'table' and items.err then
-      broken[#broken + 1] = key
-    elseif items then
-      local more = #items == want and redis.call('EXISTS', key) == 1
-      if more then redis.call('ZADD', res[1], score, prio) end
-      return {res[1], items, key, score, more}
+    else
+      local key = plist_key(res[1], prio)
+      local items = redis.pcall('LPOP', key, want)
+      if type(items) == 'table' and items.err then
+        if not string.find(items.err, 'WRONGTYPE', 1, true) then
+          -- Not the list's fault (an ACL, a cluster refusal): the name
+          -- goes back and the take fails, having changed nothing.
+          redis.call('ZADD', res[1], score, prio)
+          return items
+        end
+        -- Not a list: nothing of prioq's is in it; its name goes.
+        broken[#broken + 1] = key
+      elseif items then
+        local more = #items == want and redis.call('EXISTS', key) == 1
+        if more then redis.call('ZADD', res[1], score, prio) end
+        return {res[1], items, key, score, more}
+      end
     end
     paused = false -- a name popped: the paused key was empty
   end
@@ -204,7 +238,8 @@ local function with_broken(reply, top)
   end
   if wantTop then
     reply[#reply + 1] = REPLY_TOP
-    reply[#reply + 1] = top and tostring(top) or ''
+    -- %d: tostring writes 14 significant digits (1.2345678901234e+14)
+    reply[#reply + 1] = top and string.format('%d', top) or ''
   end
   return reply
 end

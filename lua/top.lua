@@ -16,7 +16,8 @@ for i = 2, #KEYS do
     if redis.call('TYPE', KEYS[i]).ok == 'list' then return string.match(KEYS[i], '(%d+)$') end
   else
     local head = redis.pcall('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-    if not head.err and head[2] then return tostring(-tonumber(head[2])) end
+    -- %d: tostring writes 14 significant digits (9.007199254741e+15)
+    if not head.err and head[2] then return string.format('%d', -tonumber(head[2])) end
   end
 end
 return ''
