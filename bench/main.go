@@ -7,7 +7,7 @@
 // machine. asynq and the scale curves run once.
 //
 //	go run ./bench          # 3 rounds, about a minute, with asynq, ends with the comparison
-//	go run ./bench -full    # 5 rounds of every point and size, about 40 minutes
+//	go run ./bench -full    # 5 rounds of every point and size, about 20 minutes
 //	go run ./bench -quick   # a smoke run, one round, about 40 s, no asynq
 //	go run ./bench -rounds N  # N rounds with any of them
 //
@@ -72,7 +72,7 @@ type report struct {
 
 func main() {
 	quick := flag.Bool("quick", false, "smoke run: about 40 s, smallest sizes, no asynq")
-	full := flag.Bool("full", false, "full run: 5 rounds of every point and size, about 40 minutes")
+	full := flag.Bool("full", false, "full run: 5 rounds of every point and size, about 20 minutes")
 	seeds := flag.Bool("seeds", false, "also measure the five seed designs (always in -quick and -full)")
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
@@ -82,6 +82,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
 	cluster := flag.Bool("cluster", false, "only sharded queues on Redis Clusters of 1, 3 and 6 primaries (own redis-server processes), beside the unsharded queue and the raw list loop on as many hash tags")
+	scaleOnly := flag.Bool("scale", false, "only the scale curves (depth, lanes, segments, consumers)")
 	queues := flag.Bool("queues", false, "only many queues: one MultiConsumer over 10,000 and over 100 queues (pool of 64) beside a single queue's Consumer")
 	rounds := flag.Int("rounds", 0, "interleaved rounds of the systems, also with -e2e (default 3, -full 5, -quick 1; -cluster and -queues keep their own)")
 	flag.Parse()
@@ -160,6 +161,12 @@ func main() {
 	}
 	defer client.Close()
 
+	if *scaleOnly {
+		rep := report{Machine: m, Params: p}
+		rep.Scale = runScale(ctx, client, p)
+		writeResults(&rep, *out)
+		return
+	}
 	if *lanesOnly > 0 {
 		lc, err := compareLanes(ctx, client, *lanesOnly, 2000)
 		if err != nil {

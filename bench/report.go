@@ -232,8 +232,8 @@ func markdown(r *report) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", bu.What, bu.Budget, bu.Measured, met)
 	}
 	if sc := r.Scale; sc != nil {
-		b.WriteString("\n### Scale (AtLeastOnce; one run per point; server µs per operation from INFO commandstats, wall µs per call on one client)\n\n")
-		b.WriteString("| curve | x | enqueue srv µs | take srv µs | enqueue wall µs | take wall µs |\n|---|---|---|---|---|---|\n")
+		b.WriteString("\n### Scale (AtLeastOnce; one run per point; server µs per operation from INFO commandstats, where a script's or an EXEC's inner commands count twice; Redis CPU µs per operation from INFO cpu, round trip included; wall µs per call on one client)\n\n")
+		b.WriteString("| curve | x | enqueue srv µs | take srv µs | enqueue CPU µs | take CPU µs | enqueue wall µs | take wall µs |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range []struct {
 			name string
 			pts  []costPoint
@@ -242,7 +242,8 @@ func markdown(r *report) string {
 			{"lanes, work in the lowest", sc.Lanes},
 			{"lanes, work in the top", sc.LanesTop}, {"segments, work in the lowest", sc.Segments}} {
 			for _, p := range c.pts {
-				fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.0f | %.0f |\n", c.name, p.X, p.EnqueueSrvUs, p.TakeSrvUs, p.EnqueueUs, p.TakeUs)
+				fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", c.name, p.X, p.EnqueueSrvUs, p.TakeSrvUs,
+					p.EnqueueCPUUs, p.TakeCPUUs, p.EnqueueUs, p.TakeUs)
 			}
 		}
 		b.WriteString("\n| consumers | prioq reliable msg/s | raw list loop msg/s | ratio |\n|---|---|---|---|\n")

@@ -17,8 +17,11 @@ import (
 // Scale curves: how the cost of one enqueue and one take (AtLeastOnce) grows
 // with queue depth, lanes and segments, and end-to-end throughput with the
 // number of consumers. Costs are server-side microseconds per operation from
-// INFO commandstats (all commands, scripts with what they run inside), which
-// the loopback round trip does not blur, plus the wall time one client sees.
+// INFO commandstats, which the loopback round trip does not blur; a script's
+// or a transaction's inner commands count twice there (on their own lines
+// and inside the EVALSHA or EXEC). Beside them, the Redis process's CPU from
+// INFO cpu (round trips included, counted once), and the wall time one
+// client sees.
 
 type costPoint struct {
 	X            int     `json:"x"`
@@ -26,6 +29,8 @@ type costPoint struct {
 	TakeSrvUs    float64 `json:"take_server_us"`
 	EnqueueUs    float64 `json:"enqueue_wall_us"`
 	TakeUs       float64 `json:"take_wall_us"`
+	EnqueueCPUUs float64 `json:"enqueue_cpu_us,omitempty"`
+	TakeCPUUs    float64 `json:"take_cpu_us,omitempty"`
 }
 
 type consPoint struct {
@@ -129,7 +134,8 @@ func median(xs []float64) float64 {
 
 // serverUsec is the server time spent in all commands so far (INFO
 // commandstats, minus INFO itself), in microseconds. A script's inner
-// commands are counted inside its EVALSHA, not again.
+// commands count twice: inside its EVALSHA and on their own lines (so do an
+// EXEC's): compare like with like, or use the CPU figures.
 func serverUsec(ctx context.Context, c radix.Client) float64 {
 	var info string
 	if err := c.Do(ctx, radix.Cmd(&info, "INFO", "commandstats")); err != nil {
@@ -174,6 +180,8 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 		filled += n
 	}
 	var pt costPoint
+	cpu := func() float64 { s, _ := readStats(ctx, c); return s.cpu * 1e6 }
+	c0 := cpu()
 	u0 := serverUsec(ctx, c)
 	start := time.Now()
 	for i := 0; i < ops; i++ {
@@ -184,6 +192,7 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 	pt.EnqueueUs = float64(time.Since(start).Microseconds()) / float64(ops)
 	u1 := serverUsec(ctx, c)
 	pt.EnqueueSrvUs = (u1 - u0) / float64(ops)
+	pt.EnqueueCPUUs = (cpu() - c0) / float64(ops)
 
 	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
 	if err != nil {
@@ -191,6 +200,7 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 	}
 	defer cons.Close(ctx)
 	msgs := make([]*prioq.Message, 0, ops)
+	c0 = cpu()
 	u0 = serverUsec(ctx, c)
 	start = time.Now()
 	for i := 0; i < ops; i++ {
@@ -203,6 +213,7 @@ func measureCost(ctx context.Context, c radix.Client, cfg prioq.Config, depth, o
 	pt.TakeUs = float64(time.Since(start).Microseconds()) / float64(ops)
 	u1 = serverUsec(ctx, c)
 	pt.TakeSrvUs = (u1 - u0) / float64(ops)
+	pt.TakeCPUUs = (cpu() - c0) / float64(ops)
 	for len(msgs) > 0 {
 		n := min(256, len(msgs))
 		prioq.AckBatch(ctx, msgs[:n]...)
