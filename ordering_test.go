@@ -169,6 +169,8 @@ func TestOrderingProperty(t *testing.T) {
 		{"Range2^53", Range(-MaxRangePriority, MaxRangePriority, 64)},
 		{"RangeSmall", Range(-50, 50, 7)},
 		{"RangeOneSegment", Range(-(1 << 40), 1<<40, 1)},
+		{"RangeSorted2^53", RangeSorted(-MaxRangePriority, MaxRangePriority, 64)},
+		{"RangeSortedSmall", RangeSorted(-50, 50, 7)},
 	}
 	for _, m := range bothModes {
 		for _, l := range layouts {
