@@ -87,11 +87,18 @@ func TestClusterThreePrimaries(t *testing.T) {
 		{prioq.Config{Layout: prioq.Levels(3)}, func(i int) int64 { return int64(i % 3) }},
 		{prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16)}, func(i int) int64 { return int64(i%9-4) << 36 }},
 		{prioq.Config{Layout: prioq.Levels(3), Mode: prioq.AtMostOnce}, func(i int) int64 { return int64(i % 3) }},
+		// A Range queue's AtMostOnce consumers take with take.lua, which
+		// builds its priorities' list names: on a primary not restarted.
+		{prioq.Config{Layout: prioq.Range(-1<<40, 1<<40, 16), Mode: prioq.AtMostOnce}, func(i int) int64 { return int64(i%9-4) << 36 }},
 	}
 	base := queueName(t)
-	queues := make([]*prioq.Queue, 3)
+	queues := make([]*prioq.Queue, len(specs))
 	for i, s := range specs {
-		queues[i], err = prioq.Open(ctx, cl, queueOnNode(base, i), s.cfg)
+		name := queueOnNode(base+"-b", 1)
+		if i < 3 {
+			name = queueOnNode(base, i)
+		}
+		queues[i], err = prioq.Open(ctx, cl, name, s.cfg)
 		require.NoError(t, err)
 		// The inspection and control calls, through the cluster client.
 		_, err = queues[i].Enqueue(ctx, []byte("dup"), prioq.ID("fixed-id"))
@@ -197,7 +204,7 @@ func TestClusterThreePrimaries(t *testing.T) {
 	for id := range enqueued {
 		per[id[1]]++
 	}
-	t.Logf("cluster: %d enqueues acked (per queue %d/%d/%d), %d lost", len(enqueued), per['0'], per['1'], per['2'], lost)
+	t.Logf("cluster: %d enqueues acked (per queue %d/%d/%d/%d), %d lost", len(enqueued), per['0'], per['1'], per['2'], per['3'], lost)
 	for qi := range queues {
 		assert.Greater(t, per[byte('0'+qi)], 100, "queue %d made progress", qi)
 	}
