@@ -140,8 +140,9 @@ func (q *Queue) withClock(now func() time.Time) *Queue {
 // existing queue whose stored layout or mode differs from cfg fails with
 // ErrConfigMismatch and changes nothing. A server whose maxmemory-policy is
 // allkeys-* is refused with ErrUnsafeEviction unless cfg.AllowEviction is set.
-// Two round trips. Cancelling ctx
-// abandons the call; the queue is then either created whole or not at all.
+// Two round trips (a Range queue: one more, and one per shard more when its
+// meta key is missing, to find segments stored by earlier versions). Cancelling
+// ctx abandons the call; the queue is then either created whole or not at all.
 func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error) {
 	cfg, err := checkOpen(c, name, cfg)
 	if err != nil {
@@ -151,10 +152,62 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	if err := q.eachShard(func(_ int, s *shard) error { return s.checkEviction(ctx) }); err != nil {
 		return nil, err
 	}
+	if err := q.findSortedRange(ctx); err != nil {
+		return nil, err
+	}
 	if err := q.shards[0].writeMeta(ctx, true); err != nil {
 		return nil, err
 	}
 	return q, nil
+}
+
+// findSortedRange marks a Range queue as RangeSorted when its meta key is
+// missing but its segments hold members of that form (not priorities' names):
+// a restart without persistence can lose the meta key of a queue that
+// earlier versions stored, and writing format 4 over its data would leave its
+// messages passed by. One EXISTS, and when the meta key is missing one
+// ZRANGE per segment; nothing for other layouts.
+func (q *Queue) findSortedRange(ctx context.Context) error {
+	if !q.cfg.Layout.isRange() || q.cfg.Layout.seqMembers {
+		return nil
+	}
+	var exists int
+	if err := q.shards[0].do(ctx, radix.Cmd(&exists, "EXISTS", q.shards[0].k.meta)); err != nil {
+		return fmt.Errorf("prioq: open %q: %w", q.name, err)
+	}
+	if exists == 1 {
+		return nil // writeMeta reads its format
+	}
+	var sorted atomic.Bool
+	err := q.eachShard(func(_ int, s *shard) error {
+		heads := make([][]string, len(s.k.lanes))
+		err := s.doPipeline(ctx, func() *radix.Pipeline {
+			p := radix.NewPipeline()
+			for i, l := range s.k.lanes {
+				heads[i] = nil
+				p.Append(radix.Cmd(&heads[i], "ZRANGE", l, "0", "0"))
+			}
+			return p
+		})
+		if err != nil && !isReply(err) { // (a lane of the wrong type: not this)
+			return err
+		}
+		for _, h := range heads {
+			if len(h) == 1 {
+				if _, perr := strconv.ParseInt(h[0], 10, 64); perr != nil {
+					sorted.Store(true)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("prioq: open %q: %w", q.name, err)
+	}
+	if sorted.Load() {
+		q.cfg.Layout.seqMembers = true
+	}
+	return nil
 }
 
 // metaEvery is how many idle rounds of the sweeper (or of the promoter) go by

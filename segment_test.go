@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"testing"
@@ -315,4 +316,33 @@ func TestRangeMemoryPerWaitingMessage(t *testing.T) {
 	per := float64(total)/n - float64(envBytes)
 	t.Logf("%d keys, %d bytes: %.1f bytes per message beyond its %d-byte payload", len(keys), total, per, envBytes)
 	assert.LessOrEqual(t, per, 100.0)
+}
+
+// A Range queue of the earlier form whose meta key was lost (a restart
+// without persistence) is found by its segments' members when it is opened
+// again with Range, and served in that form, not written over as format 4.
+// Failed before this check: Open wrote format 4 and takes passed the old
+// message by.
+func TestRangeSortedQueueWithoutMetaIsFound(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	name := queueName(t)
+	k := newKeySet(name, 2)
+	env := (&envelope{ID: "@old0000000000000000002", Priority: 7, EnqueuedMs: 1, Payload: []byte("old")}).encode()
+	p := radix.NewPipeline()
+	p.Append(radix.Cmd(nil, "ZADD", k.lanes[1], "-7", string([]byte{0, 0, 0, 0, 0, 0, 0, 1})+string(env)))
+	p.Append(radix.Cmd(nil, "SET", k.seq, "1"))
+	require.NoError(t, c.Do(ctx, p))
+
+	q, err := Open(ctx, c, name, Config{Layout: Range(0, 9, 2)})
+	require.NoError(t, err)
+	var format string
+	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", k.meta, "format")))
+	assert.Equal(t, storageFormat, format)
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := cons.Receive(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(m.Payload))
 }
