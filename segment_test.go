@@ -216,13 +216,9 @@ func TestRangeQueuesOfFormat2KeepWorking(t *testing.T) {
 	name := queueName(t)
 	// What an earlier version wrote, byte for byte: the meta record, and a
 	// segment member seq‖envelope with score -priority.
-	k := newKeySet(name, 2)
-	env := (&envelope{ID: "@old0000000000000000001", Priority: 7, EnqueuedMs: 1, Payload: []byte("old")}).encode()
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "HSET", k.meta, "layout", Range(0, 9, 2).String(), "mode", AtLeastOnce.String(), "format", storageFormat))
-	p.Append(radix.Cmd(nil, "ZADD", k.lanes[1], "-7", string([]byte{0, 0, 0, 0, 0, 0, 0, 1})+string(env)))
-	p.Append(radix.Cmd(nil, "SET", k.seq, "1"))
-	require.NoError(t, c.Do(ctx, p))
+	k := storeSortedMember(t, c, name)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", k.meta, "layout", Range(0, 9, 2).String(),
+		"mode", AtLeastOnce.String(), "format", storageFormat)))
 
 	q, err := Open(ctx, c, name, Config{Layout: Range(0, 9, 2)})
 	require.NoError(t, err)
@@ -327,12 +323,7 @@ func TestRangeSortedQueueWithoutMetaIsFound(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	name := queueName(t)
-	k := newKeySet(name, 2)
-	env := (&envelope{ID: "@old0000000000000000002", Priority: 7, EnqueuedMs: 1, Payload: []byte("old")}).encode()
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "ZADD", k.lanes[1], "-7", string([]byte{0, 0, 0, 0, 0, 0, 0, 1})+string(env)))
-	p.Append(radix.Cmd(nil, "SET", k.seq, "1"))
-	require.NoError(t, c.Do(ctx, p))
+	k := storeSortedMember(t, c, name)
 
 	q, err := Open(ctx, c, name, Config{Layout: Range(0, 9, 2)})
 	require.NoError(t, err)
@@ -345,4 +336,18 @@ func TestRangeSortedQueueWithoutMetaIsFound(t *testing.T) {
 	m, err := cons.Receive(rctx)
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(m.Payload))
+}
+
+// storeSortedMember writes, as a version before format 4 did, one message
+// "old" of priority 7 into segment 1 of Range(0, 9, 2) queue name (member
+// seq‖envelope, score -7, seq counter 1), and returns the queue's keys.
+func storeSortedMember(t *testing.T, c radix.Client, name string) keySet {
+	t.Helper()
+	k := newKeySet(name, 2)
+	env := (&envelope{ID: "@old0000000000000000001", Priority: 7, EnqueuedMs: 1, Payload: []byte("old")}).encode()
+	p := radix.NewPipeline()
+	p.Append(radix.Cmd(nil, "ZADD", k.lanes[1], "-7", string([]byte{0, 0, 0, 0, 0, 0, 0, 1})+string(env)))
+	p.Append(radix.Cmd(nil, "SET", k.seq, "1"))
+	require.NoError(t, c.Do(context.Background(), p))
+	return k
 }
