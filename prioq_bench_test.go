@@ -298,3 +298,77 @@ func fanInLoad(b *testing.B, q *Queue, n int, twoChoice bool) []inversion.Delive
 	defer mu.Unlock()
 	return slices.Clone(recs)
 }
+
+// BenchmarkPickupFloor measures, on an idle queue, how long a message takes
+// from its producer's call to the consumer's hands, three ways in turn: the
+// raw loop's shape (BLPOP woken by an RPUSH: one round trip after the
+// push), the shape every wake-then-take consumer has (BZPOPMIN on a wake-up
+// set, then a Lua call that pops: two round trips after the push, the
+// least a lease recorded by a script can cost), and prioq's AtLeastOnce
+// Receive. It reports each one's median (µs) and the ratios to the raw
+// shape: the second ratio is the floor of the first for any design that
+// wakes and then takes with a script.
+func BenchmarkPickupFloor(b *testing.B) {
+	c := newClient(b)
+	ctx := context.Background()
+	conn, err := radix.Dial(ctx, "tcp", testAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	q := openQueue(b, c, Config{})
+	defer q.Purge(ctx)
+	cons := newConsumer(b, q, ConsumerConfig{NoPromoter: true})
+	list, wake := "prioq-bench:floor:"+queueName(b), "prioq-bench:floorwake:"+queueName(b)
+	defer c.Do(ctx, radix.Cmd(nil, "DEL", list, wake))
+	popScript := radix.NewEvalScript("return redis.call('LPOP', KEYS[1])")
+	var raw, script, prioq []float64
+	timed := func(wait func() error, push func() error) float64 {
+		done := make(chan time.Time, 1)
+		go func() {
+			if err := wait(); err != nil {
+				b.Error(err)
+			}
+			done <- time.Now()
+		}()
+		time.Sleep(2 * time.Millisecond) // the consumer is blocked by now
+		start := time.Now()
+		if err := push(); err != nil {
+			b.Fatal(err)
+		}
+		return float64((<-done).Sub(start).Microseconds())
+	}
+	for i := 0; i < b.N; i++ {
+		raw = append(raw, timed(func() error {
+			return conn.Do(ctx, radix.Cmd(nil, "BLPOP", list, "5"))
+		}, func() error { return c.Do(ctx, radix.Cmd(nil, "RPUSH", list, "x")) }))
+		script = append(script, timed(func() error {
+			if err := conn.Do(ctx, radix.Cmd(nil, "BZPOPMIN", wake, "5")); err != nil {
+				return err
+			}
+			return conn.Do(ctx, popScript.Cmd(nil, []string{list}))
+		}, func() error {
+			p := radix.NewPipeline()
+			p.Append(radix.Cmd(nil, "RPUSH", list, "x"))
+			p.Append(radix.Cmd(nil, "ZADD", wake, "0", "w"))
+			return c.Do(ctx, p)
+		}))
+		var m *Message
+		prioq = append(prioq, timed(func() (err error) {
+			m, err = cons.Receive(ctx)
+			return err
+		}, func() error { _, err := q.Enqueue(ctx, benchPayload); return err }))
+		if m != nil {
+			if err := m.Ack(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	med := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	r, s, p := med(raw), med(script), med(prioq)
+	b.ReportMetric(r, "raw-p50-µs")
+	b.ReportMetric(s, "wake+script-p50-µs")
+	b.ReportMetric(p, "prioq-p50-µs")
+	b.ReportMetric(s/r, "floor×raw")
+	b.ReportMetric(p/r, "prioq×raw")
+}
