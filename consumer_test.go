@@ -385,7 +385,7 @@ func TestCloseNeverHidesAGivenBackRangeMessage(t *testing.T) {
 	err = cons.Close(ctx)
 	require.Error(t, err, "the message could not go back")
 	var n int64
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).prioList(5))))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.prioList(5))))
 	assert.Zero(t, n, "no message left where no take finds it")
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[0])))
 	_, err = q.Enqueue(ctx, []byte("again"), ID("x"), Priority(5))

@@ -311,7 +311,7 @@ func (f *fetcher) probeUnknown() {
 // shard holds after it.
 func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	s, fi := f.shards[i], f.fanin
-	a := takeArgs{lanes: s.k.highFirst, n: n, top: true}
+	a := takeArgs{lanes: s.k.highFirst, n: n, top: true, guess: true}
 	if s.cfg.Mode == AtLeastOnce {
 		a.lease = f.cfg.Lease
 	}

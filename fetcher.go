@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -503,37 +504,40 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 	// wait (a lane's messages fail or pass together, so they keep their
 	// order).
 	var lost []*Message
-	var err error
+	var err, refused error
 	wait := 5 * time.Millisecond
 	for pending := held; len(pending) > 0; {
 		pushed := make([]int64, len(pending)) // a command's reply; -1 until it arrives
-		var exec []any                        // Range (format 4): the transaction's replies
 		p := radix.NewPipeline()
+		var tx *namedTx // Range (format 4): the pushes, newest first
 		if q.lists() {
-			// Each message's LPUSH and the ZADD naming its priority in the
-			// index go in one transaction: a cut connection or a full Redis
-			// (which refuses the EXEC) cannot leave a list no index names.
-			p.Append(radix.Cmd(nil, "MULTI"))
+			tx = &namedTx{s: q, cmd: "LPUSH"}
 		}
 		for i := len(pending) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
 			m := pending[i]
 			pushed[i] = -1
 			switch {
-			case q.lists():
-				p.Append(radix.Cmd(nil, "LPUSH", q.prioList(m.Priority), string(m.raw)))
-				p.Append(radix.Cmd(nil, "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), fmtInt(m.Priority)))
+			case tx != nil:
+				tx.pushes = append(tx.pushes, namedPush{lane: m.lane, prio: m.Priority, vals: []string{string(m.raw)}})
 			case q.isRange():
 				p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
 			default:
 				p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
 			}
 		}
-		if q.lists() {
-			p.Append(radix.Cmd(&exec, "EXEC"))
+		if tx != nil {
+			tx.appendTo(p)
 		}
 		err = q.do(ctx, p)
-		if q.lists() && err == nil && len(exec) == 2*len(pending) {
-			f.unnamedBack(ctx, pending, exec, pushed)
+		if tx != nil {
+			lengths, errs := tx.results(ctx, err)
+			for k, n := range lengths {
+				if i := len(pending) - 1 - k; n > 0 {
+					pushed[i] = n
+				}
+			}
+			// Refused inside the transaction (EXEC itself succeeded): why.
+			refused = errors.Join(errs...)
 		}
 		if err != nil && !isReply(err) {
 			return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(pending), err)
@@ -568,31 +572,5 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 		return nil
 	}
 	f.releaseIDs(ctx, lost)
-	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), err)
-}
-
-// unnamedBack reads the transaction of a Range (format 4) put-back: exec
-// holds, for the messages of pending in reverse order, each LPUSH's reply
-// and then the ZADD's naming its priority. A message whose list took it
-// while its index refused the name (a segment key of the wrong type) is
-// taken back out (LREM) and counted as refused, so that it is reported
-// lost and its id released, not left where no take would find it.
-func (f *fetcher) unnamedBack(ctx context.Context, pending []*Message, exec []any, pushed []int64) {
-	q := f.s
-	for k := range len(pending) {
-		i := len(pending) - 1 - k
-		n, ok := exec[2*k].(int64)
-		if !ok {
-			continue
-		}
-		pushed[i] = n
-		if _, refused := exec[2*k+1].(error); refused {
-			pushed[i] = -1
-			m := pending[i]
-			if err := q.do(ctx, radix.Cmd(nil, "LREM", q.prioList(m.Priority), "1", string(m.raw))); err != nil {
-				f.report(fmt.Errorf("prioq: close consumer of %q: %s could not be named in its index nor taken back out of %s: %w",
-					q.name, m.ID, q.prioList(m.Priority), err))
-			}
-		}
-	}
+	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), cmp.Or(err, refused))
 }

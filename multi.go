@@ -491,7 +491,7 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		// Not derived from the consumer's context: a take abandoned by Close
 		// would lease a message nobody holds until its lease ran out.
 		ctx, cancel := context.WithTimeout(context.Background(), m.qcfg.CallTimeout)
-		r, err := u.s.takeFrom(ctx, takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true})
+		r, err := u.s.takeFrom(ctx, takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true, guess: true})
 		cancel()
 		m.mu.Lock()
 		switch {

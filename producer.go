@@ -1,7 +1,6 @@
 package prioq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -480,51 +479,43 @@ func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 // ps (out[idx[j]] for ps[j]) and returns the messages whose RPUSH a
 // redirect refused, to send again.
 func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out []plainResult) (redo []prepared, redoIdx []int) {
-	// The list each message goes to: its level's, or its priority's (Range),
-	// which its segment's index must then name.
-	listOf := func(m prepared) string {
-		if s.lists() {
-			return s.prioList(m.prio)
-		}
-		return s.k.lanes[m.lane]
-	}
+	// The list each message goes to, once: its level's, or its priority's
+	// (Range), which its segment's index must then name (namedTx).
+	dest := make([]string, len(ps))
 	byList := make(map[string][]string, 4)
-	first := make(map[string]prepared, 4)
 	var order []string // lists in first-use order
+	var tx *namedTx    // Range: the pushes, in order
+	if s.lists() {
+		tx = &namedTx{s: s, cmd: "RPUSH"}
+	}
 	best := ps[0].prio
-	for _, m := range ps {
-		l := listOf(m)
+	for j, m := range ps {
+		l := s.k.lanes[m.lane]
+		if tx != nil {
+			l = s.k.prioList(m.prio)
+		}
+		dest[j] = l
 		if byList[l] == nil {
 			order = append(order, l)
-			first[l] = m
+			if tx != nil {
+				tx.pushes = append(tx.pushes, namedPush{lane: m.lane, prio: m.prio})
+			}
 		}
 		byList[l] = append(byList[l], string(m.env))
 		best = max(best, m.prio)
 	}
 	length := make(map[string]*int64, len(order)) // a list's length after its RPUSH; 0 until its reply arrives
-	named := make(map[string]error, len(order))   // Range: the index's ZADD error
-	refused := make(map[string]error)             // Range: the list's RPUSH error
-	var exec []any                                // Range: the transaction's replies
 	p := radix.NewPipeline()
-	if s.lists() {
-		// Range: each list's RPUSH and the ZADD naming it in its segment's
-		// index go in one transaction, so that a connection cut or a full
-		// Redis (which refuses the whole EXEC) cannot store a list no index
-		// names. An error of one command (a wrong type) does not undo the
-		// others: nameAgain sees to that.
-		p.Append(radix.Cmd(nil, "MULTI"))
-	}
-	for _, l := range order {
+	for j, l := range order {
 		length[l] = new(int64)
-		if s.lists() {
-			p.Append(radix.Cmd(nil, "RPUSH", append([]string{l}, byList[l]...)...))
-			p.Append(s.nameCmd(first[l]))
+		if tx != nil {
+			tx.pushes[j].vals = byList[l]
 		} else {
 			p.Append(radix.Cmd(length[l], "RPUSH", append([]string{l}, byList[l]...)...))
 		}
 	}
-	if s.lists() {
-		p.Append(radix.Cmd(&exec, "EXEC"))
+	if tx != nil {
+		tx.appendTo(p)
 	}
 	// The total for rates (Stats.Enqueued) is counted whatever the RPUSHes
 	// did: at maxmemory it may count a message refused (rates, not accounts).
@@ -564,27 +555,20 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	if announced != nil && err == nil {
 		s.heard.Store(*announced > 0)
 	}
-	if s.lists() && (err == nil || isReply(err)) && len(exec) == 2*len(order) {
-		// (Replies are read only after a reply: an abandoned call may still
-		// write them.)
+	listErr := make(map[string]error) // Range: why a list's messages were not stored
+	if tx != nil {
+		lengths, errs := tx.results(ctx, err)
 		for j, l := range order {
-			*length[l], _ = exec[2*j].(int64)
-			if e, ok := exec[2*j].(error); ok {
-				refused[l] = e // (EXEC itself succeeded: err may be nil)
-			}
-			if e, ok := exec[2*j+1].(error); ok {
-				named[l] = e
-			}
+			*length[l], listErr[l] = lengths[j], errs[j]
 		}
 	}
-	unnamed := s.nameAgain(ctx, order, byList, length, named, first)
 	for j, m := range ps {
 		i := idx[j]
-		if uerr := cmp.Or(unnamed[listOf(m)], refused[listOf(m)]); uerr != nil {
-			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, uerr)
+		if lerr := listErr[dest[j]]; lerr != nil {
+			out[i].err = fmt.Errorf("prioq: enqueue to %q: %w", s.name, lerr)
 			continue
 		}
-		if err != nil && !(isReply(err) && *length[listOf(m)] > 0) {
+		if err != nil && !(isReply(err) && *length[dest[j]] > 0) {
 			if isRedirect(err) {
 				redo, redoIdx = append(redo, m), append(redoIdx, i)
 			}
@@ -601,42 +585,75 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	return redo, redoIdx
 }
 
-// nameCmd names m's priority in its segment's index (Range, format 4): the
-// ZADD that makes its list visible to takes.
-func (s *shard) nameCmd(m prepared) radix.Action {
-	return radix.Cmd(nil, "ZADD", s.k.lanes[m.lane], m.score, fmtInt(m.prio))
+// namedPush is one push into a Range priority list (format 4): vals go to
+// the list of priority prio, which lane's index must name.
+type namedPush struct {
+	lane int
+	prio int64
+	vals []string
 }
 
-// nameAgain mends what a plain enqueue to a Range queue (format 4) can
-// leave: a list whose RPUSH stored messages while the ZADD naming it in the
-// index, in the same transaction, failed (a segment key of the wrong type).
-// No take would find such a list. It names it again, alone, with a deadline
-// of its own (the caller's may be what ended the call); if that fails too,
-// it takes the messages back out (LREM: their envelopes are unique) and
-// returns, per list, the error their enqueues fail with.
-func (s *shard) nameAgain(ctx context.Context, order []string, byList map[string][]string,
-	length map[string]*int64, named map[string]error, first map[string]prepared) map[string]error {
-	var out map[string]error
-	for _, l := range order {
-		if named[l] == nil || *length[l] <= 0 {
+// namedTx makes Range (format 4) pushes visible, for the plain enqueue and
+// the AtMostOnce put-back: each push and the ZADD naming its priority in
+// its segment's index go in one transaction, so that a cut connection or a
+// full Redis (which refuses the whole EXEC) cannot leave a list no index
+// names. A command's own error (a key of the wrong type) does not undo the
+// others: results takes back out what was pushed where the name was refused.
+type namedTx struct {
+	s      *shard
+	cmd    string // RPUSH (enqueue) or LPUSH (put-back)
+	pushes []namedPush
+	exec   []any // the transaction's replies
+}
+
+// appendTo appends the transaction to p.
+func (t *namedTx) appendTo(p *radix.Pipeline) {
+	p.Append(radix.Cmd(nil, "MULTI"))
+	for _, u := range t.pushes {
+		p.Append(radix.Cmd(nil, t.cmd, append([]string{t.s.k.prioList(u.prio)}, u.vals...)...))
+		p.Append(radix.Cmd(nil, "ZADD", t.s.k.lanes[u.lane], scoreOf(u.prio), fmtInt(u.prio)))
+	}
+	p.Append(radix.Cmd(&t.exec, "EXEC"))
+}
+
+// results gives, once the pipeline holding the transaction returned err,
+// each push's list length after it (0: not stored, or not known when err
+// is not a reply) and why it was not stored. Replies are read only after a
+// reply: an abandoned call may still write them. A push whose name was
+// refused can only have met a segment key of the wrong type (a full Redis
+// or a moving slot refuses the whole EXEC), so it is not named again: its
+// values are taken back out (LREM; envelopes are unique), with a deadline
+// of its own, as the caller's may be what ended the call.
+func (t *namedTx) results(ctx context.Context, err error) (lengths []int64, errs []error) {
+	lengths, errs = make([]int64, len(t.pushes)), make([]error, len(t.pushes))
+	if !(err == nil || isReply(err)) || len(t.exec) != 2*len(t.pushes) {
+		return lengths, errs
+	}
+	from := "-1" // RPUSH: the values are at the tail
+	if t.cmd == "LPUSH" {
+		from = "1"
+	}
+	for i, u := range t.pushes {
+		if e, ok := t.exec[2*i].(error); ok {
+			errs[i] = e
 			continue
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
-		err := s.do(cctx, s.nameCmd(first[l]))
-		if err != nil {
-			p := radix.NewPipeline()
-			for _, env := range byList[l] {
-				p.Append(radix.Cmd(nil, "LREM", l, "-1", env))
-			}
-			if uerr := s.do(cctx, p); uerr != nil {
-				err = fmt.Errorf("%w; taking its messages back out failed too, they wait unseen in %s: %w", err, l, uerr)
-			}
-			if out == nil {
-				out = make(map[string]error)
-			}
-			out[l] = fmt.Errorf("naming %s in its segment's index: %w", l, err)
+		lengths[i], _ = t.exec[2*i].(int64)
+		refused, ok := t.exec[2*i+1].(error)
+		if !ok {
+			continue
+		}
+		key := t.s.k.prioList(u.prio)
+		lengths[i], errs[i] = 0, fmt.Errorf("naming %s in its segment's index: %w", key, refused)
+		p := radix.NewPipeline()
+		for _, v := range u.vals {
+			p.Append(radix.Cmd(nil, "LREM", key, from, v))
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.s.cfg.CallTimeout)
+		if uerr := t.s.do(cctx, p); uerr != nil {
+			errs[i] = fmt.Errorf("%w; taking its messages back out failed too, they wait unseen in %s: %w", errs[i], key, uerr)
 		}
 		cancel()
 	}
-	return out
+	return lengths, errs
 }

@@ -391,7 +391,7 @@ func TestRangeEnqueueCutHalfWayLeavesNoHiddenList(t *testing.T) {
 
 	direct := newClient(t)
 	var n int64
-	require.NoError(t, direct.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).prioList(700))))
+	require.NoError(t, direct.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.prioList(700))))
 	var name radix.Maybe
 	var score string
 	name.Rcv = &score

@@ -89,9 +89,6 @@ func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 // priority, named by its segment's index (keys.go).
 func (s *shard) lists() bool { return s.isRange() && !s.cfg.Layout.seqMembers }
 
-// prioList is the key of priority p's list in a Range queue of format 4.
-func (s *shard) prioList(p int64) string { return s.k.prioList(p) }
-
 // wakes reports whether writes that make work ready arm the wake-up set: for
 // AtLeastOnce consumers, and for every consumer of a queue of several shards
 // (they wait on each shard's wake-up set instead of popping its lanes).

@@ -44,6 +44,7 @@ type takeArgs struct {
 	top       bool
 	floor     string // the lowest priority to take ('' for any): see take.lua
 	claimWake bool   // remove the wake-up member first (a MultiConsumer: see take.lua)
+	guess     bool   // lanes are highFirst, all of them: try where the last such take found work (take.lua checks popLanes and floor)
 }
 
 // takeReply is what a take got, with the best priority left in the shard's
@@ -70,8 +71,7 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	if a.claimWake {
 		args[7] = argYes
 	}
-	guessed := s.lists() && a.popLanes == 0 && a.floor == "" && len(a.lanes) == len(s.k.highFirst) &&
-		len(a.lanes) > 0 && &a.lanes[0] == &s.k.highFirst[0]
+	guessed := a.guess && s.lists()
 	if l := s.lastLane.Load(); guessed && l > 0 {
 		// Where the last take found work, as a place in highFirst.
 		args = append(args, strconv.Itoa(len(a.lanes)-int(l)+1))
@@ -196,7 +196,7 @@ func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []ta
 		total += n
 	}
 	out := make([]takeResult, len(ns))
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease})
+	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease, guess: true})
 	msgs := r.msgs
 	for _, d := range r.dropped {
 		// AtMostOnce (a Range queue of format 4): an entry that did not

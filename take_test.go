@@ -24,7 +24,7 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 			switch {
 			case sh(q).lists():
 				p := radix.NewPipeline()
-				p.Append(radix.Cmd(nil, "RPUSH", sh(q).prioList(1000), "garbage!"))
+				p.Append(radix.Cmd(nil, "RPUSH", sh(q).k.prioList(1000), "garbage!"))
 				p.Append(radix.Cmd(nil, "ZADD", top, "-1000", "1000"))
 				require.NoError(t, c.Do(ctx, p))
 			case sh(q).isRange():
@@ -270,7 +270,7 @@ func TestAtMostOnceRangeTakeLogsWhatItDrops(t *testing.T) {
 	var logged lockedBuffer
 	q := openQueue(t, c, Config{Mode: AtMostOnce, Layout: Range(0, 1000, 4), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "RPUSH", sh(q).prioList(1000), "garbage!"))
+	p.Append(radix.Cmd(nil, "RPUSH", sh(q).k.prioList(1000), "garbage!"))
 	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[3], "-1000", "1000"))
 	require.NoError(t, c.Do(ctx, p))
 	good, err := q.Enqueue(ctx, []byte("good"), Priority(0))
