@@ -85,7 +85,7 @@
 // the commands a script runs:
 //
 //	Enqueue, ready, generated id           1 round trip; RPUSH, HINCRBY total, + ZADD wake-up for AtLeastOnce (no Lua);
-//	                                       + ZADD naming the priority for Range; + SPUBLISH while someone listens
+//	                                       + for Range a ZADD naming the priority, both in one MULTI; + SPUBLISH while someone listens
 //	Enqueue otherwise (delay, ID, RangeSorted) 1 round trip; one script, 3-5 commands
 //	EnqueueBatch                           1 round trip for the whole batch (one script)
 //	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up

@@ -27,7 +27,8 @@ import (
 //	                            is built by the scripts (lib.lua plist_key) from a lane
 //	                            key and P, the one name they build: a take learns P as it
 //	                            pops it from the index. A name in an index may outlive its
-//	                            list (a cancel, a put-back refused); a take drops it.
+//	                            list (its push refused: a key P of the wrong type); a take
+//	                            drops it.
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
 //	                            have no such lists: their segment N holds the messages,
 //	                            member seq‖envelope, score -priority (Layout.seqMembers)
