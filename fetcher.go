@@ -509,8 +509,8 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 	for pending := held; len(pending) > 0; {
 		pushed := make([]int64, len(pending)) // a command's reply; -1 until it arrives
 		p := radix.NewPipeline()
-		var tx *namedTx // Range (format 4): the pushes, newest first
-		if q.lists() {
+		var tx *namedTx // Range (format 4), Levels (format 5): the pushes, newest first
+		if q.lists() || q.filled() {
 			tx = &namedTx{s: q, cmd: "LPUSH"}
 		}
 		for i := len(pending) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
@@ -518,7 +518,9 @@ func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) err
 			pushed[i] = -1
 			switch {
 			case tx != nil:
-				tx.pushes = append(tx.pushes, namedPush{lane: m.lane, prio: m.Priority, vals: []string{string(m.raw)}})
+				u := q.namedPush(m.lane, m.Priority)
+				u.vals = []string{string(m.raw)}
+				tx.pushes = append(tx.pushes, u)
 			case q.isRange():
 				p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
 			default:

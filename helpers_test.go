@@ -114,7 +114,8 @@ var someLayouts = []struct {
 	layout Layout
 }{
 	{"Levels5", Levels(5)},
-	{"Range", Range(-1000, 1000, 7)},
+	{"Levels12", Levels(12)},          // AtLeastOnce: a filled index (format 5)
+	{"Range", Range(-1000, 1000, 12)}, // a filled index (format 5)
 	{"RangeSeq", seqRange(-1000, 1000, 7)},
 }
 

@@ -14,9 +14,10 @@ import (
 // Every key of queue Q starts with prioq:{Q}:, so the queue lives in one
 // Redis Cluster slot (its hash tag is its name) and every multi-key command
 // and script prioq sends is legal on a cluster. Scripts get every key they
-// touch in KEYS, but one: a Range priority's list (prio:P below), whose
-// name a take learns only as it pops P from an index; it is built from a
-// lane key given in KEYS, so it is in the same slot.
+// touch in KEYS, but two: a Range priority's list (prio:P below), whose
+// name a take learns only as it pops P from an index, and the lanes of a
+// queue with a filled index, which a take builds as it reads their names
+// there; both are built from a key given in KEYS, so they are in its slot.
 //
 //	prioq:{Q}:meta      HASH    layout, mode, format: written by Open when missing
 //	                            (and put back by consumers if a restart lost it)
@@ -32,6 +33,15 @@ import (
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
 //	                            have no such lists: their segment N holds the messages,
 //	                            member seq‖envelope, score -priority (Layout.seqMembers)
+//	prioq:{Q}:filled    ZSET    Levels of more than 8 lanes, AtLeastOnce, one shard (format 5):
+//	                            names the lanes holding messages, member N, score -N. Every
+//	                            push into lane N names it in the same atomic step (lib.lua
+//	                            name_lane, the enqueue's MULTI); a take reads the best name
+//	                            and pops that lane alone, dropping names of empty lanes.
+//	                            A name may outlive its lane's messages (takes by weight
+//	                            pop without the index), never the other way round but
+//	                            when the key is deleted or of the wrong type: takes then
+//	                            pop over every lane and name again what they find
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
@@ -66,6 +76,7 @@ import (
 // keySet holds a queue's key names: each field is the key of its name above.
 type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
+	filled                                         string
 	wake, paused, leases, inflight, dead           string
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
@@ -170,6 +181,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		inflight: p + "inflight",
 		dead:     p + "dead",
 		counts:   p + "counts",
+		filled:   p + filledName,
 		lanes:    make([]string, lanes),
 		prefix:   p,
 	}
@@ -209,7 +221,7 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 // all lists every key of the queue, for Purge-style operations and tests.
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
-		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts}, k.lanes...)
+		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

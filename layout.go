@@ -19,6 +19,11 @@ type Layout struct {
 	// (RangeSorted; every Range queue stored before format 4, as Open finds
 	// in the meta key). String ignores it: the meta key's format says it.
 	seqMembers bool
+
+	// unfilled: Levels of more than filledLanes lanes stored before format 5
+	// (as Open finds in the meta key): no filled index names its lanes, and
+	// takes pop over every lane. String ignores it too.
+	unfilled bool
 }
 
 type layoutKind uint8

@@ -480,25 +480,28 @@ func (s *shard) sendPlainMany(ctx context.Context, ps []prepared) []plainResult 
 // redirect refused, to send again.
 func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out []plainResult) (redo []prepared, redoIdx []int) {
 	// The list each message goes to, once: its level's, or its priority's
-	// (Range), which its segment's index must then name (namedTx).
+	// (Range), which an index must then name (namedTx): its segment's, or
+	// for a level, the filled index when the queue has one.
 	dest := make([]string, len(ps))
 	byList := make(map[string][]string, 4)
 	var order []string // lists in first-use order
-	var tx *namedTx    // Range: the pushes, in order
-	if s.lists() {
+	var tx *namedTx    // the pushes, in order, when they are named
+	if s.lists() || s.filled() {
 		tx = &namedTx{s: s, cmd: "RPUSH"}
 	}
 	best := ps[0].prio
 	for j, m := range ps {
 		l := s.k.lanes[m.lane]
+		var u namedPush
 		if tx != nil {
-			l = s.k.prioList(m.prio)
+			u = s.namedPush(m.lane, m.prio)
+			l = u.list
 		}
 		dest[j] = l
 		if byList[l] == nil {
 			order = append(order, l)
 			if tx != nil {
-				tx.pushes = append(tx.pushes, namedPush{lane: m.lane, prio: m.prio})
+				tx.pushes = append(tx.pushes, u)
 			}
 		}
 		byList[l] = append(byList[l], string(m.env))
@@ -585,20 +588,40 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	return redo, redoIdx
 }
 
-// namedPush is one push into a Range priority list (format 4): vals go to
-// the list of priority prio, which lane's index must name.
+// namedPush is one push into a list that an index must name: vals go to
+// list, and index gets member name with score; lane, when not "", is then
+// named in the filled index.
 type namedPush struct {
-	lane int
-	prio int64
-	vals []string
+	list, index, score, name string
+	lane                     string
+	vals                     []string
 }
 
-// namedTx makes Range (format 4) pushes visible, for the plain enqueue and
-// the AtMostOnce put-back: each push and the ZADD naming its priority in
-// its segment's index go in one transaction, so that a cut connection or a
-// full Redis (which refuses the whole EXEC) cannot leave a list no index
-// names. A command's own error (a key of the wrong type) does not undo the
-// others: results takes back out what was pushed where the name was refused.
+// namedPush is the push of a message of lane and priority prio: into the
+// list of prio, named in lane's segment index (Range, format 4; and the
+// segment in the filled index, format 5), or into lane, named in the filled
+// index (Levels, format 5).
+func (s *shard) namedPush(lane int, prio int64) namedPush {
+	n := strconv.Itoa(lane)
+	if !s.lists() {
+		return namedPush{list: s.k.lanes[lane], index: s.k.filled, score: "-" + n, name: n}
+	}
+	u := namedPush{list: s.k.prioList(prio), index: s.k.lanes[lane], score: scoreOf(prio), name: fmtInt(prio)}
+	if s.filled() {
+		u.lane = n
+	}
+	return u
+}
+
+// namedTx makes pushes into named lists visible (Range of format 4, Levels
+// of format 5), for the plain enqueue and the AtMostOnce put-back: each push
+// and the ZADD naming its list go in one transaction, so that a cut
+// connection or a full Redis (which refuses the whole EXEC) cannot leave a
+// list no index names. A command's own error (a key of the wrong type) does
+// not undo the others: results takes back out what was pushed into a Range
+// priority's list whose name was refused. A level whose name was refused
+// (a filled index of the wrong type) keeps its messages: takes pass such an
+// index by and pop over every lane (take.lua).
 type namedTx struct {
 	s      *shard
 	cmd    string // RPUSH (enqueue) or LPUSH (put-back)
@@ -610,8 +633,11 @@ type namedTx struct {
 func (t *namedTx) appendTo(p *radix.Pipeline) {
 	p.Append(radix.Cmd(nil, "MULTI"))
 	for _, u := range t.pushes {
-		p.Append(radix.Cmd(nil, t.cmd, append([]string{t.s.k.prioList(u.prio)}, u.vals...)...))
-		p.Append(radix.Cmd(nil, "ZADD", t.s.k.lanes[u.lane], scoreOf(u.prio), fmtInt(u.prio)))
+		p.Append(radix.Cmd(nil, t.cmd, append([]string{u.list}, u.vals...)...))
+		p.Append(radix.Cmd(nil, "ZADD", u.index, u.score, u.name))
+		if u.lane != "" {
+			p.Append(radix.Cmd(nil, "ZADD", t.s.k.filled, "-"+u.lane, u.lane))
+		}
 	}
 	p.Append(radix.Cmd(&t.exec, "EXEC"))
 }
@@ -626,7 +652,16 @@ func (t *namedTx) appendTo(p *radix.Pipeline) {
 // of its own, as the caller's may be what ended the call.
 func (t *namedTx) results(ctx context.Context, err error) (lengths []int64, errs []error) {
 	lengths, errs = make([]int64, len(t.pushes)), make([]error, len(t.pushes))
-	if !(err == nil || isReply(err)) || len(t.exec) != 2*len(t.pushes) {
+	// Each push's replies: the push, its name, and the filled index's.
+	at, n := make([]int, len(t.pushes)), 0
+	for i, u := range t.pushes {
+		at[i] = n
+		n += 2
+		if u.lane != "" {
+			n++
+		}
+	}
+	if !(err == nil || isReply(err)) || len(t.exec) != n {
 		return lengths, errs
 	}
 	from := "-1" // RPUSH: the values are at the tail
@@ -634,16 +669,18 @@ func (t *namedTx) results(ctx context.Context, err error) (lengths []int64, errs
 		from = "1"
 	}
 	for i, u := range t.pushes {
-		if e, ok := t.exec[2*i].(error); ok {
+		if e, ok := t.exec[at[i]].(error); ok {
 			errs[i] = e
 			continue
 		}
-		lengths[i], _ = t.exec[2*i].(int64)
-		refused, ok := t.exec[2*i+1].(error)
-		if !ok {
+		lengths[i], _ = t.exec[at[i]].(int64)
+		// (The filled index's refusal hides nothing: takes pass such an
+		// index by, see namedTx.)
+		refused, ok := t.exec[at[i]+1].(error)
+		if !ok || u.index == t.s.k.filled {
 			continue
 		}
-		key := t.s.k.prioList(u.prio)
+		key := u.list
 		lengths[i], errs[i] = 0, fmt.Errorf("naming %s in its segment's index: %w", key, refused)
 		p := radix.NewPipeline()
 		for _, v := range u.vals {

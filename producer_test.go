@@ -38,7 +38,7 @@ func TestEnqueueBadInputWritesNothing(t *testing.T) {
 				{"negative delay", []byte("x"), []Option{Delay(-time.Second)}, ErrInvalidOption},
 			}
 			if l.layout.kind == kindLevels {
-				bad[0].opts, bad[1].opts = []Option{Priority(5)}, []Option{Priority(-1)}
+				bad[0].opts, bad[1].opts = []Option{Priority(int64(l.layout.levels))}, []Option{Priority(-1)}
 			}
 			for _, b := range bad {
 				_, err := q.Enqueue(ctx, b.payload, b.opts...)

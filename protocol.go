@@ -29,9 +29,25 @@ const (
 	// hold messages: LISTs of envelopes (Levels), ZSETs of seq‖envelope
 	// (Range queues of formats 2 and 3), or ZSET indexes of the priorities
 	// waiting, each priority a LIST of envelopes (Range, format 4; keys.go).
-	argKindLevels = "1"
-	argKindRange  = "2"
-	argKindLists  = "3"
+	// argKindFilled and argKindListsFilled are Levels and Range of format 4
+	// whose lanes are also named, while they hold messages, in the filled
+	// index (format 5: a queue of one shard and more than filledLanes lanes;
+	// Levels in AtLeastOnce mode only): scripts take them as KIND_LEVELS and
+	// KIND_LISTS, and every push names its lane there (lua/lib.lua kind_of).
+	argKindLevels      = "1"
+	argKindRange       = "2"
+	argKindLists       = "3"
+	argKindFilled      = "4"
+	argKindListsFilled = "5"
+
+	// filledLanes is how many lanes a Levels queue has at most without the
+	// filled index: up to it, a take's one multi-key pop over every lane
+	// costs less than reading the index, and an enqueue pays no naming.
+	filledLanes = 8
+
+	// filledName is the filled index's key name after the prefix (keys.go);
+	// scripts build it from a lane key, as they build a priority's list.
+	filledName = "filled"
 
 	// prioListTag is what a priority's list key has in place of "lane:N"
 	// (keys.go, Range of format 4); scripts build it from the lane key.
@@ -127,6 +143,9 @@ func luaConstants() string {
 	num("KIND_LEVELS", mustAtoi(argKindLevels))
 	num("KIND_RANGE", mustAtoi(argKindRange))
 	num("KIND_LISTS", mustAtoi(argKindLists))
+	num("KIND_FILLED", mustAtoi(argKindFilled))
+	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
+	str("FILLED_KEY", filledName)
 	str("PRIO_LIST", prioListTag)
 	str("YES", argYes)
 	str("NO", argNo)

@@ -22,10 +22,14 @@ import (
 // made since priorities have lists of their own (keys.go) says
 // rangeListsFormat, sharded or not, which earlier versions refuse; one made
 // before keeps its format and its segments of seq‖envelope (seqMembers).
+// A queue of one shard and more than filledLanes lanes, Range or
+// AtLeastOnce Levels, made since the filled index exists says filledFormat;
+// one made before keeps its format and has none (Layout.unfilled).
 const (
 	storageFormat    = "2"
 	shardedFormat    = "3"
 	rangeListsFormat = "4"
+	filledFormat     = "5"
 )
 
 // Queue is a handle on one named queue in Redis. It is safe for concurrent use
@@ -233,7 +237,9 @@ func (s *shard) keepMeta(ctx context.Context, report func(error)) {
 // ErrConfigMismatch. A queue of one shard has no shards field, as before
 // shards existed; one of several is format 3, which earlier versions refuse.
 // Opening (the first call, before the queue is used), a Range queue of the
-// format before 4 is taken as it is: its layout is marked seqMembers.
+// format before 4 is taken as it is: its layout is marked seqMembers; one
+// stored before format 5 where it would now be (a filled index) is marked
+// unfilled.
 func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 	cfg := s.cfg
 	format, shards, shardsArg := storageFormat, strconv.Itoa(cfg.Shards), ""
@@ -243,6 +249,10 @@ func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 	legacy := format
 	if cfg.Layout.isRange() && !cfg.Layout.seqMembers {
 		format = rangeListsFormat
+	}
+	unfilled := format // what the queue was before the filled index
+	if s.filled() {
+		format = filledFormat
 	}
 	var got []string
 	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), format, shardsArg))
@@ -255,8 +265,13 @@ func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 	if got[3] == "" {
 		got[3] = "1"
 	}
-	if opening && cfg.Layout.isRange() && got[2] == legacy && got[2] != format {
-		cfg.Layout.seqMembers = true // cfg is the queue's: every shard sees it
+	// cfg is the queue's: every shard sees what is found here.
+	if opening && got[2] != format && got[2] == unfilled && format == filledFormat {
+		cfg.Layout.unfilled = true
+		format = unfilled
+	}
+	if opening && got[2] != format && got[2] == legacy && cfg.Layout.isRange() {
+		cfg.Layout.seqMembers, cfg.Layout.unfilled = true, false
 		format = legacy
 	}
 	if got[0] != cfg.Layout.String() || got[1] != cfg.Mode.String() || got[2] != format || got[3] != shards {

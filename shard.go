@@ -75,6 +75,10 @@ func newShard(c Client, name string, cfg *Config, k keySet) *shard {
 
 func (s *shard) kind() string {
 	switch {
+	case s.filled() && s.lists():
+		return argKindListsFilled
+	case s.filled():
+		return argKindFilled
 	case s.lists():
 		return argKindLists
 	case s.isRange():
@@ -84,6 +88,20 @@ func (s *shard) kind() string {
 }
 
 func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
+
+// filled reports whether the queue's lanes are named in its filled index
+// (keys.go, format 5): more than filledLanes lanes, one shard (a shard's
+// takes pop over its lanes under the best priority of the others), not
+// stored before (Layout.unfilled), and Range of format 4 or AtLeastOnce
+// Levels: their consumers take with take.lua (AtMostOnce Levels consumers
+// block on the lanes themselves).
+func (s *shard) filled() bool {
+	l := s.cfg.Layout
+	if l.unfilled || s.cfg.Shards > 1 || l.lanes() <= filledLanes {
+		return false
+	}
+	return s.lists() || (l.kind == kindLevels && s.cfg.Mode == AtLeastOnce)
+}
 
 // lists reports whether the queue is a Range queue of format 4: a list per
 // priority, named by its segment's index (keys.go).

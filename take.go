@@ -44,7 +44,7 @@ type takeArgs struct {
 	top       bool
 	floor     string // the lowest priority to take ('' for any): see take.lua
 	claimWake bool   // remove the wake-up member first (a MultiConsumer: see take.lua)
-	guess     bool   // lanes are highFirst, all of them: try where the last such take found work (take.lua checks popLanes and floor)
+	guess     bool   // lanes are highFirst, all of them: try where the last such take found work (take.lua checks popLanes and floor), or read the filled index
 }
 
 // takeReply is what a take got, with the best priority left in the shard's
@@ -59,7 +59,15 @@ type takeReply struct {
 
 // takeFrom runs take.lua with a; see take.
 func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
-	keys := append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
+	// The filled index serves a take over every lane, highest first, with
+	// no floor, no lane limit and no top asked: KEYS[5] is then the index.
+	viaFilled := a.guess && s.filled() && a.popLanes == 0 && a.floor == "" && !a.top
+	var keys []string
+	if viaFilled {
+		keys = []string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake, s.k.filled}
+	} else {
+		keys = append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
+	}
 	start := time.Now()
 	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor, argNo}
 	if a.lease > 0 {
@@ -71,10 +79,13 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	if a.claimWake {
 		args[7] = argYes
 	}
-	guessed := a.guess && s.lists()
+	guessed := a.guess && s.lists() && !viaFilled
 	if l := s.lastLane.Load(); guessed && l > 0 {
 		// Where the last take found work, as a place in highFirst.
 		args = append(args, strconv.Itoa(len(a.lanes)-int(l)+1))
+	}
+	if viaFilled {
+		args = append(args, "", strconv.Itoa(len(s.k.lanes))) // (no hint: the index says)
 	}
 	var raw [][]byte
 	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {

@@ -19,8 +19,13 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			ctx := ctxT(t, 20*time.Second)
 			q := openQueue(t, c, Config{Layout: l.layout})
-			// Garbage placed in the top lane by hand, then a good message.
+			// Garbage placed in the top lane by hand (named there as a
+			// write would), then a good message.
 			top := sh(q).k.lanes[len(sh(q).k.lanes)-1]
+			if sh(q).filled() {
+				n := strconv.Itoa(len(sh(q).k.lanes) - 1)
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.filled, "-"+n, n)))
+			}
 			switch {
 			case sh(q).lists():
 				p := radix.NewPipeline()

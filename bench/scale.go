@@ -66,6 +66,9 @@ type laneCompare struct {
 	Lowest64 []float64 `json:"rounds_lowest_64_us"`
 	Top2     []float64 `json:"rounds_top_2_us"`
 	Top64    []float64 `json:"rounds_top_64_us"`
+	// Range: 2 and 64 segments, the work in the lowest.
+	Segments2  []float64 `json:"rounds_segments_2_us,omitempty"`
+	Segments64 []float64 `json:"rounds_segments_64_us,omitempty"`
 }
 
 // laneCase is one side of the comparison: its rounds at 2 and at 64 lanes.
@@ -76,8 +79,12 @@ type laneCase struct {
 
 // cases are the two comparisons, worst case first.
 func (lc *laneCompare) cases() []laneCase {
-	return []laneCase{{"work only in the lowest lane (worst case)", lc.Lowest2, lc.Lowest64},
+	cs := []laneCase{{"work only in the lowest lane (worst case)", lc.Lowest2, lc.Lowest64},
 		{"work in the top lane", lc.Top2, lc.Top64}}
+	if len(lc.Segments2) > 0 {
+		cs = append(cs, laneCase{"Range segments, work only in the lowest", lc.Segments2, lc.Segments64})
+	}
+	return cs
 }
 
 // String is the comparison's line: medians, their ratio and every round.
@@ -89,17 +96,18 @@ func (c laneCase) String() string {
 // ratio is the median at 64 lanes over the median at 2.
 func (c laneCase) ratio() float64 { return median(c.sixtyFour) / median(c.two) }
 
-// compareLanes measures laneCompare: in each round the four cases run in an
+// compareLanes measures laneCompare: in each round the six cases run in an
 // order that alternates between rounds, so a drift of the machine's speed
 // does not favour one side.
 func compareLanes(ctx context.Context, c radix.Client, rounds, ops int) (*laneCompare, error) {
 	r := &laneCompare{Rounds: rounds}
 	type kase struct {
-		lanes int
-		top   bool
-		into  *[]float64
+		lanes         int
+		top, segments bool
+		into          *[]float64
 	}
-	cases := []kase{{2, false, &r.Lowest2}, {64, false, &r.Lowest64}, {2, true, &r.Top2}, {64, true, &r.Top64}}
+	cases := []kase{{2, false, false, &r.Lowest2}, {64, false, false, &r.Lowest64}, {2, true, false, &r.Top2}, {64, true, false, &r.Top64},
+		{2, false, true, &r.Segments2}, {64, false, true, &r.Segments64}}
 	for i := 0; i < rounds; i++ {
 		order := slices.Clone(cases)
 		if i%2 == 1 {
@@ -110,7 +118,11 @@ func compareLanes(ctx context.Context, c radix.Client, rounds, ops int) (*laneCo
 			if k.top {
 				prio = int64(k.lanes - 1)
 			}
-			pt, err := measureCost(ctx, c, prioq.Config{Layout: prioq.Levels(k.lanes)}, 1000, ops, func() int64 { return prio })
+			layout := prioq.Levels(k.lanes)
+			if k.segments {
+				layout = prioq.Range(0, 1<<40, k.lanes)
+			}
+			pt, err := measureCost(ctx, c, prioq.Config{Layout: layout}, 1000, ops, func() int64 { return prio })
 			if err != nil {
 				return nil, err
 			}

@@ -13,7 +13,7 @@
 -- take), so a ready message is found by scanning: O(depth of the lanes searched).
 -- Every write removes something; the keys written after the first are checked
 -- before it.
-local id, kind = ARGV[1], tonumber(ARGV[2])
+local id, kind = ARGV[1], kind_of(ARGV[2])
 need(KEYS[1], 'set')
 need(KEYS[2], 'zset')
 local rec = redis.call('HGET', KEYS[3], id)

@@ -21,7 +21,7 @@
 -- Every key is checked first (lane keys: each one a record needs, by TYPE, a
 -- read); in each step the record leaves the dead list (freeing memory) before
 -- anything is written elsewhere. O(dead list).
-local op, want, kind, arm = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] ~= NO
+local op, want, kind, arm = ARGV[1], ARGV[2], kind_of(ARGV[3]), ARGV[4] ~= NO
 local nlanes = #KEYS - 4
 local usable = lane_checker(5, kind)
 need(KEYS[1], 'list')

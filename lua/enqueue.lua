@@ -21,7 +21,7 @@
 -- All or none: every key the batch writes is checked first, so a key of the
 -- wrong type fails the call before its first write. At maxmemory the first
 -- write is refused and nothing is stored.
-local arm, sharded, kind, n = ARGV[1] ~= NO, ARGV[1] == SHARDED, tonumber(ARGV[2]), tonumber(ARGV[3])
+local arm, sharded, kind, n = ARGV[1] ~= NO, ARGV[1] == SHARDED, kind_of(ARGV[2]), tonumber(ARGV[3])
 local now, nowc -- the server's clock, read only when a message has a due time
 
 -- Read and check: when each message is due (false: ready now), which keys

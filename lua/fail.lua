@@ -24,7 +24,7 @@
 -- the first write, which removes the lease (freeing memory: a retry runs at
 -- maxmemory). A record that does not parse, or whose lane key holds the wrong
 -- type, goes to the dead letters.
-local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), kind_of(ARGV[5]), ARGV[6]
 local sharded = ARGV[7] == SHARDED
 local now, nowc = now_ms()
 local nlanes = #KEYS - 8

@@ -14,6 +14,8 @@
 -- (KIND_LEVELS, KIND_RANGE, YES) and the member and operation names (WAKE,
 -- PAUSE, FAIL_*, DEAD_*) are defined by protocol.go, in front of this file.
 local MAX_SEQ = 9007199254740992 -- 2^53: the seq counter stays exact in Lua
+-- FILLED: the queue's lanes are named in its filled index (kind_of sets it).
+local FILLED = false
 
 -- need raises WRONGTYPE, before any write, when key holds a type other than
 -- want ('none' is always fine: the script creates it).
@@ -32,6 +34,42 @@ end
 -- work by their periodic probe.
 local function announce(wake, what)
   redis.pcall('SPUBLISH', wake, what)
+end
+
+-- kind_of reads a script's kind argument: KIND_LEVELS, KIND_RANGE or
+-- KIND_LISTS. KIND_FILLED and KIND_LISTS_FILLED are read as KIND_LEVELS and
+-- KIND_LISTS and set FILLED, which makes push_one, by_lane and take.lua name
+-- each lane they push to in the filled index (keys.go): a take of a queue of
+-- many lanes reads there the best lane holding messages instead of looking
+-- at every lane.
+local function kind_of(arg)
+  local k = tonumber(arg)
+  if k == KIND_FILLED then
+    FILLED = true
+    return KIND_LEVELS
+  elseif k == KIND_LISTS_FILLED then
+    FILLED = true
+    return KIND_LISTS
+  end
+  return k
+end
+
+-- filled_key is the filled index of the queue of lane key `lane`: its
+-- sibling (keys.go), in the same hash tag, so the same slot.
+local function filled_key(lane)
+  return string.match(lane, '^(.*)lane:%d+$') .. FILLED_KEY
+end
+
+-- name_lane names lane key `lane` in its filled index after a push into it
+-- (FILLED only): member N, score -N, so that the index's first member is the
+-- best lane. pcall: an index of the wrong type is not this push's failure
+-- (no script may fail after its first write); takes then pass the index by
+-- and pop over every lane (take.lua). The name may outlive the lane's
+-- messages (takes that pop without the index leave it): takes drop it.
+local function name_lane(lane)
+  if not FILLED then return end
+  local n = string.match(lane, '(%d+)$')
+  redis.pcall('ZADD', filled_key(lane), '-' .. n, n)
 end
 
 -- lane_type is the Redis type of a lane key: a LIST for Levels, a ZSET for
@@ -299,18 +337,21 @@ local function lane_checker(base, kind)
 end
 
 -- push_one writes one message into lane key `key` with score: RPUSH or
--- LPUSH (listcmd) into a level's list or a priority's list (KIND_LISTS,
--- whose index then names the priority), or ZADD of member (seq‖envelope)
+-- LPUSH (listcmd) into a level's list (named in the filled index, when
+-- FILLED) or a priority's list (KIND_LISTS, whose index then names the
+-- priority), or ZADD of member (seq‖envelope)
 -- into a segment (KIND_RANGE). The keys' types are the caller's to check.
 local function push_one(key, kind, score, value, listcmd)
   if kind == KIND_LEVELS then
     redis.call(listcmd, key, value)
+    name_lane(key)
   elseif kind == KIND_RANGE then
     redis.call('ZADD', key, score, value)
   else
     local prio = prio_str(score)
     redis.call(listcmd, plist_key(key, prio), value)
     redis.call('ZADD', key, score, prio)
+    name_lane(key)
   end
 end
 
@@ -349,6 +390,7 @@ local function by_lane(base, kind)
         for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
         chunked(listcmd, plist_key(key, prio), vals)
         redis.call('ZADD', key, l[1], prio)
+        name_lane(key)
         woke = true
       elseif kind == KIND_LEVELS then
         for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
@@ -357,6 +399,7 @@ local function by_lane(base, kind)
           local len = redis.call(listcmd, key, unpack(vals, i, last))
           if i == 1 and len == last then woke = true end
         end
+        name_lane(key)
       elseif seq then
         for j = 1, #l, 2 do
           seq = seq + 1

@@ -5,7 +5,7 @@
 -- ARGV[1]   n
 -- ARGV[2]   KIND_LEVELS, KIND_RANGE (members carry 8 bytes of seq) or KIND_LISTS
 -- Returns: the lane entries, in the order consumers would get them.
-local n, kind = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, kind = tonumber(ARGV[1]), kind_of(ARGV[2])
 local out = {}
 -- A lane key of the wrong type is skipped, as takes skip it.
 local usable = lane_checker(1, kind)

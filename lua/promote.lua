@@ -23,7 +23,7 @@
 -- set and its store, which frees memory, so promotion runs at maxmemory.
 local now = tonumber(ARGV[1])
 if not now then now = now_ms() end
-local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] ~= NO, tonumber(ARGV[4])
+local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] ~= NO, kind_of(ARGV[4])
 local nlanes = #KEYS - 5
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 local moved = 0

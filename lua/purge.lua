@@ -7,13 +7,14 @@
 -- KEYS[4]   prioq:{Q}:sched    LIST (ZSET for a shard of a queue of several)
 -- KEYS[5..] every lane key
 -- ARGV[1]   KIND_LEVELS, KIND_RANGE or KIND_LISTS (the priorities' lists,
---           named by the lanes, go too)
+--           named by the lanes, go too), or KIND_FILLED (the filled index
+--           goes too)
 -- ARGV[2]   2 = a shard of a queue of several, else 1
 -- Returns: how many messages were deleted. In-flight and dead messages stay,
 -- and so do their caller ids: only the ids of the messages deleted are
 -- released, which takes reading them (O(waiting messages)) unless no caller id
 -- is alive at all. Every key is checked first; every write removes something.
-local kind = tonumber(ARGV[1])
+local kind = kind_of(ARGV[1])
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 need(KEYS[1], 'set')
@@ -80,4 +81,6 @@ if redis.call('SCARD', KEYS[1]) > 0 then
 end
 redis.call('DEL', unpack(KEYS, 2))
 for i = 1, #plists, CHUNK do redis.call('DEL', unpack(plists, i, math.min(i + CHUNK - 1, #plists))) end
+-- The filled index goes with the lanes it names (DEL of any type).
+if FILLED and #KEYS >= 5 then redis.call('DEL', filled_key(KEYS[5])) end
 return n

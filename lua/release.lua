@@ -18,7 +18,7 @@
 -- Everything is read and checked first; the first writes remove the leases
 -- (freeing memory), so a release runs at maxmemory. Releasing acknowledges
 -- nothing to a caller, so Go does not WAIT for replicas after it.
-local kind = tonumber(ARGV[1])
+local kind = kind_of(ARGV[1])
 local nlanes = #KEYS - 4
 local now = now_ms()
 need(KEYS[2], 'hash')

@@ -19,7 +19,7 @@
 -- holds the wrong type goes to the dead letters, keeping its lane, so that the
 -- others go on. The first writes remove the expired leases, which frees
 -- memory, so the sweep runs at maxmemory.
-local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), kind_of(ARGV[3])
 local now = now_ms()
 local nlanes = #KEYS - 5
 local off = 0

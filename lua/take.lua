@@ -5,10 +5,12 @@
 -- KEYS[2]   prioq:{Q}:leases    ZSET
 -- KEYS[3]   prioq:{Q}:inflight  HASH
 -- KEYS[4]   prioq:{Q}:wake      ZSET
--- KEYS[5..] lane keys in the order to serve them (highest first, or weighted)
+-- KEYS[5..] lane keys in the order to serve them (highest first, or weighted);
+--           with ARGV[10], KEYS[5] is the filled index instead
 -- ARGV[1]   lease (ms): the deadline is the server's now plus this
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)
--- ARGV[3]   KIND_LEVELS, KIND_RANGE or KIND_LISTS
+-- ARGV[3]   KIND_LEVELS, KIND_RANGE, KIND_LISTS, KIND_FILLED or
+--           KIND_LISTS_FILLED
 -- ARGV[4]   lease token suffix, random per call
 -- ARGV[5]   YES: end the reply with REPLY_TOP and the priority of the best
 --           message left in these lanes ('' when none): a consumer of a queue
@@ -26,6 +28,12 @@
 --           that pops it before taking does: a MultiConsumer takes without
 --           waiting on the key, and the member must go, or no later arm_wake
 --           would announce new work
+-- ARGV[10]  KIND_FILLED or KIND_LISTS_FILLED, highest first, no floor nor
+--           lane limit, no top asked: the number
+--           of lanes; KEYS[5] is then the filled index, which names the
+--           lanes holding messages, and the take builds the lane keys it
+--           needs from it (pop_filled): what it costs no longer grows with
+--           the lanes ('' or absent: KEYS[5..] are the lanes)
 -- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused, else
 --          {token1, member1, token2, member2, ...}, each member as it was in
 --          its lane: its attempts field counts the deliveries before this
@@ -58,7 +66,7 @@
 -- error, so it still changes nothing when it fails. A lane key of the wrong
 -- type fails the pop before it pops anything; the take then asks each lane's
 -- type and pops from the others, so one broken lane does not stop the rest.
-local lease, count, kind, suffix, wantTop = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5] == YES
+local lease, count, kind, suffix, wantTop = tonumber(ARGV[1]), tonumber(ARGV[2]), kind_of(ARGV[3]), ARGV[4], ARGV[5] == YES
 local popLanes = tonumber(ARGV[6] or 0)
 local floor = tonumber(ARGV[7] or '')
 -- Checked before the pop: past it, a nil here would lose what was popped.
@@ -73,6 +81,15 @@ if popLanes > 0 then popLast = math.min(#KEYS, FIRST - 1 + popLanes) end
 -- normal case, no table built), else those whose key is not of the wrong
 -- type; popN of them may be popped from.
 local lanes, popN
+
+-- The filled index (ARGV[10]), while the take reads it: nil once the take
+-- pops over every lane instead (scan_all).
+local nfilled = tonumber(ARGV[10] or '')
+local filled, lanePrefix
+if nfilled then
+  filled = KEYS[5]
+  lanePrefix = string.sub(filled, 1, #filled - #FILLED_KEY) .. 'lane:'
+end
 
 -- scan_top sets top to the best priority in list[k..] (the first lane
 -- holding something, and for a segment its lowest score; nil when none) and
@@ -215,8 +232,115 @@ local function pop_hinted(want)
   return {KEYS[k], items, key, score, more}
 end
 
+-- FILLED with ARGV[10]: a pop reads the best lane the filled index names
+-- (ZRANGE, one member), and pops from that lane alone: a level's list, or
+-- for KIND_LISTS the best priority the segment names (ZRANGE) and that
+-- priority's list, as pop_hinted does; a name whose lane is empty (takes
+-- without the index leave them, as do cancels) is dropped and the next one
+-- read. A segment name naming no priority (see pass_by) makes the take pop
+-- as without the index. The paused key is asked first (TYPE: a
+-- key of the wrong type fails the take, as the multi-key pop would).
+-- An index of the wrong type is passed by (reported as broken): the take
+-- pops over every lane, as without one (scan_all). An empty index is
+-- checked once per take against the lanes themselves (one EXISTS over all:
+-- a take that finds nothing is not the hot path): lanes holding messages no
+-- name points at (an index deleted by hand, or mended after it was of the
+-- wrong type) are named again, and this take pops over every lane.
+-- The reply has the shape of the pop's: {lane key, messages} (and for
+-- KIND_LISTS pop_lists' list key, score and whether the list holds more).
+local function scan_all()
+  lanes, popN = {}, nfilled
+  for j = nfilled - 1, 0, -1 do lanes[#lanes + 1] = lanePrefix .. j end
+  filled = nil
+end
+
+local pausedSeen -- the paused key was asked (TYPE), not popped
+local base_pop = pop -- how the take pops without the index
+if kind == KIND_LISTS then base_pop = pop_lists end
+local function pop_filled(call, paused, want)
+  if not filled then return base_pop(call, paused, want) end
+  if paused then
+    local t = redis.call('TYPE', KEYS[1]).ok
+    if t == lane_type(kind) then
+      pausedSeen = true
+      return {KEYS[1]}
+    end
+    if t ~= 'none' then error({err = 'WRONGTYPE prioq: ' .. KEYS[1] .. ' is a ' .. t .. ', want a ' .. lane_type(kind)}) end
+  end
+  local checked = not paused -- (only a take's first pop checks an empty index)
+  while true do
+    local head = redis.pcall('ZRANGE', filled, 0, 0)
+    if head.err then
+      broken[#broken + 1] = filled
+      scan_all()
+      return base_pop(call, false, want)
+    end
+    local name = head[1]
+    if not name then
+      if checked then return nil end
+      checked = true
+      scan_all()
+      if redis.call('EXISTS', unpack(lanes)) == 0 then return nil end
+      for _, key in ipairs(lanes) do
+        if redis.call('EXISTS', key) == 1 then name_lane(key) end
+      end
+      return base_pop(call, false, want)
+    end
+    local n = tonumber(name)
+    if not (n and n == math.floor(n) and n >= 0 and n < nfilled) then
+      -- Names no lane (a hand edit): dropped.
+      broken[#broken + 1] = filled
+      redis.call('ZREM', filled, name)
+    elseif kind == KIND_LISTS then
+      local key = lanePrefix .. name
+      local head = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
+      if head.err then
+        broken[#broken + 1] = key
+        redis.call('ZREM', filled, name)
+      elseif not head[1] then
+        redis.call('ZREM', filled, name)
+      elseif not string.match(head[1], '^-?%d+$') then
+        scan_all()
+        return pop_lists(call, false, want)
+      else
+        local prio, score = head[1], head[2]
+        local list = plist_key(key, prio)
+        local items = redis.pcall('LPOP', list, want)
+        if type(items) == 'table' and items.err then
+          if not string.find(items.err, 'WRONGTYPE', 1, true) then return items end
+          broken[#broken + 1] = list
+          redis.call('ZREM', key, prio)
+        elseif items then
+          local more = #items == want and redis.call('EXISTS', list) == 1
+          if not more then redis.call('ZREM', key, prio) end
+          return {key, items, list, score, more}
+        else
+          redis.call('ZREM', key, prio)
+        end
+      end
+    else
+      local key = lanePrefix .. name
+      local items = redis.pcall('LPOP', key, want)
+      if type(items) == 'table' and items.err then
+        if not string.find(items.err, 'WRONGTYPE', 1, true) then return items end
+        -- Not a list: nothing of prioq's is in it (writers check a lane's
+        -- type first); its name goes.
+        broken[#broken + 1] = key
+        redis.call('ZREM', filled, name)
+      elseif items then
+        if #items < want then redis.call('ZREM', filled, name) end
+        return {key, items}
+      else
+        redis.call('ZREM', filled, name)
+      end
+    end
+  end
+end
+
 local take_pop = pop
-if kind == KIND_LISTS then
+if filled then
+  take_pop = pop_filled
+elseif kind == KIND_LISTS then
   take_pop = pop_lists
   if hint then
     take_pop = function(call, paused, want)
@@ -250,15 +374,21 @@ if type(res) == 'table' and res.err then
   -- The pop checks each key it reaches before it pops anything, so nothing
   -- was written: leave out the lanes of the wrong type and pop again (a
   -- paused key of the wrong type still fails it, writing nothing).
+  -- The lanes this take pops from so far: all of KEYS', or a table.
+  local cands, limit = lanes, popN
+  if not cands then
+    cands, limit = {}, popLast - FIRST + 1
+    for k = FIRST, #KEYS do cands[#cands + 1] = KEYS[k] end
+  end
   lanes, popN = {}, 0
   local want = lane_type(kind)
-  for k = FIRST, #KEYS do
-    local t = redis.call('TYPE', KEYS[k]).ok
+  for j, key in ipairs(cands) do
+    local t = redis.call('TYPE', key).ok
     if t == 'none' or t == want then
-      lanes[#lanes + 1] = KEYS[k]
-      if k <= popLast then popN = popN + 1 end
+      lanes[#lanes + 1] = key
+      if j <= limit then popN = popN + 1 end
     else
-      broken[#broken + 1] = KEYS[k]
+      broken[#broken + 1] = key
     end
   end
   if popN > 0 then res = take_pop(redis.call, true, count) else res = nil end
@@ -275,6 +405,7 @@ if not res then
   return with_broken({}, top)
 end
 if res[1] == KEYS[1] then
+  if pausedSeen then return {REPLY_PAUSED} end
   if kind == KIND_LEVELS then redis.call('RPUSH', KEYS[1], PAUSE) else redis.call('ZADD', KEYS[1], 0, PAUSE) end
   return {REPLY_PAUSED}
 end
@@ -303,8 +434,10 @@ local function undo(err, leased, recorded)
       if kind == KIND_LISTS then
         chunked('LPUSH', p[3], rev)
         redis.call('ZADD', key, p[4], prio_str(p[4]))
+        name_lane(key)
       else
         chunked('LPUSH', key, rev)
+        name_lane(key)
       end
     else
       local pairs_ = {}
@@ -326,6 +459,17 @@ end
 -- work, and that costs the same with 2 lanes or 64.
 -- With ARGV[5], it finds the best priority left instead (scan_top).
 local function remains(key, emptied, listMore)
+  if filled then
+    -- pop_filled dropped the name of a level it emptied; one that gave all
+    -- asked (a segment: whose list said it holds no more) is asked, and
+    -- dropped when empty; then the index says.
+    if listMore then return true end
+    if not emptied or kind == KIND_LISTS then
+      if redis.call('EXISTS', key) == 1 then return true end
+      redis.call('ZREM', filled, string.match(key, '(%d+)$'))
+    end
+    return redis.call('EXISTS', filled) == 1
+  end
   local list, k = KEYS, FIRST
   if lanes then list, k = lanes, 1 end
   while list[k] ~= key do k = k + 1 end

@@ -9,7 +9,7 @@
 -- priority: the lane of the first non-empty list, or for a segment the
 -- priority of its lowest score. Reads only; a lane of the wrong type is
 -- passed by (takes pass it by too).
-local kind = tonumber(ARGV[1])
+local kind = kind_of(ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then return '' end
 for i = 2, #KEYS do
   if kind == KIND_LEVELS then
