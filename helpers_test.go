@@ -114,8 +114,9 @@ var someLayouts = []struct {
 	layout Layout
 }{
 	{"Levels5", Levels(5)},
-	{"Levels12", Levels(12)},          // AtLeastOnce: a filled index (format 5)
-	{"Range", Range(-1000, 1000, 12)}, // a filled index (format 5)
+	{"Levels12", Levels(12)}, // AtLeastOnce: a filled index (format 5)
+	{"Range", Range(-1000, 1000, 7)},
+	{"Range12", Range(-1000, 1000, 12)}, // a filled index (format 5)
 	{"RangeSeq", seqRange(-1000, 1000, 7)},
 }
 

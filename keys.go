@@ -33,15 +33,18 @@ import (
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
 //	                            have no such lists: their segment N holds the messages,
 //	                            member seq‖envelope, score -priority (Layout.seqMembers)
-//	prioq:{Q}:filled    ZSET    Levels of more than 8 lanes, AtLeastOnce, one shard (format 5):
-//	                            names the lanes holding messages, member N, score -N. Every
-//	                            push into lane N names it in the same atomic step (lib.lua
+//	prioq:{Q}:filled    ZSET    a queue of one shard and more than 8 lanes, Levels in
+//	                            AtLeastOnce mode or Range of format 4 (format 5): names the
+//	                            lanes holding messages, member N, score -N, and "*" (score
+//	                            -inf) once a take checked that it names them all. Every push
+//	                            into lane N names it in the same atomic step (lib.lua
 //	                            name_lane, the enqueue's MULTI); a take reads the best name
 //	                            and pops that lane alone, dropping names of empty lanes.
 //	                            A name may outlive its lane's messages (takes by weight
 //	                            pop without the index), never the other way round but
-//	                            when the key is deleted or of the wrong type: takes then
-//	                            pop over every lane and name again what they find
+//	                            when the key is lost or of the wrong type: a take that
+//	                            finds it so, or without "*", pops over every lane and
+//	                            names what it finds
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message

@@ -49,6 +49,11 @@ const (
 	// scripts build it from a lane key, as they build a priority's list.
 	filledName = "filled"
 
+	// filledWhole is the filled index's member that says it names every
+	// lane holding messages (score -inf): only a take that checked every
+	// lane writes it (lua/take.lua pop_filled).
+	filledWhole = "*"
+
 	// prioListTag is what a priority's list key has in place of "lane:N"
 	// (keys.go, Range of format 4); scripts build it from the lane key.
 	prioListTag = "prio:"
@@ -146,6 +151,7 @@ func luaConstants() string {
 	num("KIND_FILLED", mustAtoi(argKindFilled))
 	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
 	str("FILLED_KEY", filledName)
+	str("FILLED_WHOLE", filledWhole)
 	str("PRIO_LIST", prioListTag)
 	str("YES", argYes)
 	str("NO", argNo)

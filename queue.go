@@ -417,7 +417,11 @@ func (q *Queue) Name() string { return q.name }
 func (q *Queue) Mode() Mode { return q.cfg.Mode }
 
 // Layout is the queue's layout.
-func (q *Queue) Layout() Layout { return q.cfg.Layout }
+func (q *Queue) Layout() Layout {
+	l := q.cfg.Layout
+	l.unfilled = false // how it is stored, not what it is
+	return l
+}
 
 // Stats is a snapshot of a queue, read in one round trip (not atomically:
 // counts can be off by the messages that moved while it was read).

@@ -63,7 +63,9 @@
 -- the first write (it frees memory, so a take runs at maxmemory), and if a
 -- later write fails (a key of the wrong type) the script undoes what it wrote
 -- and puts the popped messages back where they were before it raises the
--- error, so it still changes nothing when it fails. A lane key of the wrong
+-- error, so it still changes nothing when it fails (but for the filled
+-- index: names of empty lanes it dropped, names it wrote for lanes holding
+-- messages, both true either way). A lane key of the wrong
 -- type fails the pop before it pops anything; the take then asks each lane's
 -- type and pops from the others, so one broken lane does not stop the rest.
 local lease, count, kind, suffix, wantTop = tonumber(ARGV[1]), tonumber(ARGV[2]), kind_of(ARGV[3]), ARGV[4], ARGV[5] == YES
@@ -246,6 +248,11 @@ end
 -- a take that finds nothing is not the hot path): lanes holding messages no
 -- name points at (an index deleted by hand, or mended after it was of the
 -- wrong type) are named again, and this take pops over every lane.
+-- An index is known to be whole by its member FILLED_WHOLE (score -inf, so
+-- first), which only such a check writes: an index that lost it (deleted,
+-- then made again by a push naming its own lane alone) is checked by the
+-- next take, whatever it names, or lanes no name points at would wait as
+-- long as named ones keep work.
 -- The reply has the shape of the pop's: {lane key, messages} (and for
 -- KIND_LISTS pop_lists' list key, score and whether the list holds more).
 local function scan_all()
@@ -255,6 +262,7 @@ local function scan_all()
 end
 
 local pausedSeen -- the paused key was asked (TYPE), not popped
+local whole = 0 -- 1 when the filled index holds FILLED_WHOLE
 local base_pop = pop -- how the take pops without the index
 if kind == KIND_LISTS then base_pop = pop_lists end
 local function pop_filled(call, paused, want)
@@ -267,27 +275,36 @@ local function pop_filled(call, paused, want)
     end
     if t ~= 'none' then error({err = 'WRONGTYPE prioq: ' .. KEYS[1] .. ' is a ' .. t .. ', want a ' .. lane_type(kind)}) end
   end
-  local checked = not paused -- (only a take's first pop checks an empty index)
   while true do
-    local head = redis.pcall('ZRANGE', filled, 0, 0)
+    local head = redis.pcall('ZRANGE', filled, 0, 1)
     if head.err then
       broken[#broken + 1] = filled
       scan_all()
       return base_pop(call, false, want)
     end
-    local name = head[1]
-    if not name then
-      if checked then return nil end
-      checked = true
-      scan_all()
-      if redis.call('EXISTS', unpack(lanes)) == 0 then return nil end
-      for _, key in ipairs(lanes) do
+    local name = head[2]
+    if head[1] == FILLED_WHOLE then whole = 1 end
+    if head[1] ~= FILLED_WHOLE then
+      -- Not known whole: name every lane holding messages, mark it whole
+      -- and read it again; if the mark is refused, pop over every lane.
+      local all = {}
+      for j = nfilled - 1, 0, -1 do all[#all + 1] = lanePrefix .. j end
+      for _, key in ipairs(all) do
         if redis.call('EXISTS', key) == 1 then name_lane(key) end
       end
-      return base_pop(call, false, want)
+      local ok = redis.pcall('ZADD', filled, '-inf', FILLED_WHOLE)
+      if type(ok) ~= 'number' then
+        scan_all()
+        return base_pop(call, false, want)
+      end
+      name = false
+    elseif not name then
+      return nil
     end
-    local n = tonumber(name)
-    if not (n and n == math.floor(n) and n >= 0 and n < nfilled) then
+    local n = name and tonumber(name)
+    if name == false then
+      -- Whole now: read it again (the loop goes round).
+    elseif not (n and n == math.floor(n) and n >= 0 and n < nfilled) then
       -- Names no lane (a hand edit): dropped.
       broken[#broken + 1] = filled
       redis.call('ZREM', filled, name)
@@ -462,13 +479,13 @@ local function remains(key, emptied, listMore)
   if filled then
     -- pop_filled dropped the name of a level it emptied; one that gave all
     -- asked (a segment: whose list said it holds no more) is asked, and
-    -- dropped when empty; then the index says.
+    -- dropped when empty; then the index says (beyond FILLED_WHOLE).
     if listMore then return true end
     if not emptied or kind == KIND_LISTS then
       if redis.call('EXISTS', key) == 1 then return true end
       redis.call('ZREM', filled, string.match(key, '(%d+)$'))
     end
-    return redis.call('EXISTS', filled) == 1
+    return redis.call('ZCARD', filled) > whole
   end
   local list, k = KEYS, FIRST
   if lanes then list, k = lanes, 1 end
