@@ -10,8 +10,10 @@ import (
 // The stored form of a message is a compact, versioned binary envelope:
 //
 //	offset size field
-//	0      1    version: 1, or 2 when the message has headers
-//	1      1    flags: bit 0 = the id was given by the producer (it is in the ids set)
+//	0      1    version: 1, or 2 when the message has headers, or 3 when it has
+//	            a group (Group)
+//	1      1    flags: bit 0 = the id was given by the producer (it is in the ids set);
+//	            bit 1 (version 3 only) = the message has headers
 //	2      8    priority, int64 big-endian
 //	10     8    enqueue time, unix ms, int64 big-endian
 //	18     4    finished deliveries, uint32 big-endian (counted by Lua when a
@@ -19,21 +21,25 @@ import (
 //	            leaves the bytes as they are)
 //	22     1    id length n (1..128)
 //	23     n    id
-//	23+n   ...  version 2 only: the headers, then
+//	23+n   ...  version 3 only: the group's length g (1..128, one byte), the
+//	            group; versions 2 and 3 with flag bit 1: the headers; then
 //	            payload (at least one byte)
 //
 // Headers (version 2) are a uvarint count (1..MaxHeaders), then per header,
 // sorted by key, a uvarint key length, the key, a uvarint value length and the
 // value. A message without headers is written as version 1, byte for byte as
 // before headers existed, so they cost nothing when unused, and messages
-// stored by earlier versions decode unchanged.
+// stored by earlier versions decode unchanged. A message without a group is
+// version 1 or 2 as before; versions before groups refuse version 3
+// (ErrCorrupt), which only a queue with groups holds.
 //
-// The Lua scripts read the flags, the attempts and the id: lua.go gives
+// The Lua scripts read the flags, the attempts, the id and the group: lua.go gives
 // them these offsets as constants (protocol.go), so a change here reaches
 // them. Bump the version when changing the layout.
 const (
 	envVersion     = 1
 	envVersionHdr  = 2
+	envVersionGrp  = 3
 	envOffFlags    = 1
 	envOffPriority = 2
 	envOffEnqueued = 10
@@ -41,10 +47,12 @@ const (
 	envOffIDLen    = 22
 	envHeaderLen   = 23 // the id starts here
 	flagCallerID   = 1 << 0
+	flagHeaders    = 1 << 1 // version 3 only
 )
 
 type envelope struct {
 	ID         string
+	Group      string // "" for none
 	CallerID   bool
 	Priority   int64
 	EnqueuedMs int64
@@ -135,7 +143,7 @@ func readHeaders(b []byte) (map[string]string, []byte, error) {
 }
 
 func (e *envelope) encode() []byte {
-	b := make([]byte, envHeaderLen, envHeaderLen+len(e.ID)+len(e.Payload)+e.headersSize())
+	b := make([]byte, envHeaderLen, envHeaderLen+len(e.ID)+1+len(e.Group)+len(e.Payload)+e.headersSize())
 	b[0] = envVersion
 	if len(e.Headers) > 0 {
 		b[0] = envVersionHdr
@@ -143,11 +151,21 @@ func (e *envelope) encode() []byte {
 	if e.CallerID {
 		b[envOffFlags] = flagCallerID
 	}
+	if e.Group != "" {
+		b[0] = envVersionGrp
+		if len(e.Headers) > 0 {
+			b[envOffFlags] |= flagHeaders
+		}
+	}
 	binary.BigEndian.PutUint64(b[envOffPriority:], uint64(e.Priority))
 	binary.BigEndian.PutUint64(b[envOffEnqueued:], uint64(e.EnqueuedMs))
 	binary.BigEndian.PutUint32(b[envOffAttempt:], e.Attempts)
 	b[envOffIDLen] = byte(len(e.ID))
 	b = append(b, e.ID...)
+	if e.Group != "" {
+		b = append(b, byte(len(e.Group)))
+		b = append(b, e.Group...)
+	}
 	if len(e.Headers) > 0 {
 		b = appendHeaders(b, e.Headers)
 	}
@@ -173,10 +191,14 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if len(b) < envHeaderLen {
 		return e, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(b))
 	}
-	if b[0] != envVersion && b[0] != envVersionHdr {
+	if b[0] != envVersion && b[0] != envVersionHdr && b[0] != envVersionGrp {
 		return e, fmt.Errorf("%w: unknown envelope version %d", ErrCorrupt, b[0])
 	}
-	if b[envOffFlags]&^flagCallerID != 0 {
+	known := byte(flagCallerID)
+	if b[0] == envVersionGrp {
+		known |= flagHeaders
+	}
+	if b[envOffFlags]&^known != 0 {
 		return e, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, b[envOffFlags])
 	}
 	n := int(b[envOffIDLen])
@@ -192,7 +214,17 @@ func decodeEnvelope(b []byte) (envelope, error) {
 		return e, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	rest := b[envHeaderLen+n:]
-	if b[0] == envVersionHdr {
+	if b[0] == envVersionGrp {
+		g := int(rest[0])
+		if g == 0 || len(rest) < 1+g {
+			return e, fmt.Errorf("%w: bad group length %d for %d bytes", ErrCorrupt, g, len(rest))
+		}
+		e.Group, rest = string(rest[1:1+g]), rest[1+g:]
+		if err := validateGroup(e.Group); err != nil {
+			return e, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+	}
+	if b[0] == envVersionHdr || (b[0] == envVersionGrp && b[envOffFlags]&flagHeaders != 0) {
 		h, after, err := readHeaders(rest)
 		if err != nil {
 			return e, err

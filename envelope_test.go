@@ -153,11 +153,14 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 		if len(payload)%2 == 0 { // half of the cases carry headers made of the inputs
 			in.Headers = map[string]string{"id": id, "payload": string(payload)}
 		}
+		if attempts%3 == 0 { // a third a group (the id as group)
+			in.Group = id
+		}
 		out, err := decodeEnvelope(in.encode())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.ID != in.ID || out.CallerID != in.CallerID || out.Priority != in.Priority ||
+		if out.ID != in.ID || out.Group != in.Group || out.CallerID != in.CallerID || out.Priority != in.Priority ||
 			out.EnqueuedMs != in.EnqueuedMs || out.Attempts != in.Attempts || !bytes.Equal(out.Payload, in.Payload) ||
 			len(out.Headers) != len(in.Headers) || out.Headers["id"] != in.Headers["id"] || out.Headers["payload"] != in.Headers["payload"] {
 			t.Fatalf("%+v decoded as %+v", in, out)
@@ -223,6 +226,39 @@ func TestEnvelopeHeadersCorrupt(t *testing.T) {
 		"key longer than limit": hdr([]byte{1}, kv(strings.Repeat("k", MaxHeaderKey+1), ""), []byte("p")),
 	} {
 		_, err := decodeEnvelope(b)
+		assert.ErrorIs(t, err, ErrCorrupt, name)
+	}
+}
+
+// A message of a group is version 3: the group after the id, then the
+// headers when flag bit 1 says so. Versions 1 and 2 are unchanged; damaged
+// group fields are ErrCorrupt.
+func TestEnvelopeGroup(t *testing.T) {
+	for _, h := range []map[string]string{nil, {"k": "v"}} {
+		in := envelope{ID: "m-1", Group: "tenant-7", Priority: 4, EnqueuedMs: 99, Attempts: 2, Headers: h, Payload: []byte("body")}
+		b := in.encode()
+		require.Equal(t, byte(envVersionGrp), b[0])
+		require.Equal(t, len(h) > 0, b[envOffFlags]&flagHeaders != 0)
+		require.Equal(t, "tenant-7", string(b[envHeaderLen+4:envHeaderLen+4+8]))
+		out, err := decodeEnvelope(b)
+		require.NoError(t, err)
+		assert.Equal(t, in.Group, out.Group)
+		assert.Equal(t, len(h), len(out.Headers))
+		assert.Equal(t, "body", string(out.Payload))
+	}
+	good := (&envelope{ID: "m", Group: "g", Payload: []byte("p")}).encode()
+	for name, bad := range map[string][]byte{
+		"group length 0":      append(append([]byte{}, good[:envHeaderLen+1]...), 0, 'p'),
+		"group past the end":  append(append([]byte{}, good[:envHeaderLen+1]...), 9, 'g'),
+		"group not printable": append(append([]byte{}, good[:envHeaderLen+1]...), 1, ' ', 'p'),
+		"headers flag in v1": func() []byte {
+			b := (&envelope{ID: "m", Payload: []byte("p")}).encode()
+			b[envOffFlags] |= flagHeaders
+			return b
+		}(),
+		"no payload after group": good[:envHeaderLen+3],
+	} {
+		_, err := decodeEnvelope(bad)
 		assert.ErrorIs(t, err, ErrCorrupt, name)
 	}
 }

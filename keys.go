@@ -45,6 +45,19 @@ import (
 //	                            when the key is lost or of the wrong type: a take that
 //	                            finds it so, or without "*", pops over every lane and
 //	                            names what it finds
+//	prioq:{Q}:lane:N:g:G  LIST  Levels: the messages of group G at level N, oldest first;
+//	prioq:{Q}:prio:P:g:G  LIST  Range: those at priority P. While it holds any, the list
+//	                            beside it (lane:N, prio:P) holds one marker of the group
+//	                            ("\x00" and G, never an envelope) in the place of a message,
+//	                            or the marker is parked (gpark). Names built by the
+//	                            scripts (lib.lua group_push) from the list's name
+//	prioq:{Q}:gready    HASH    group -> messages waiting in its lists
+//	prioq:{Q}:ginflight HASH    group -> its messages leased (counted by take.lua, lowered
+//	                            when a lease ends: ack, retry, dead letter, expiry, release)
+//	prioq:{Q}:gpark     HASH    group -> "N|score N|score ...": its markers taken out of
+//	                            lanes N (score: Range) at its concurrency limit, put back
+//	                            when one of its leases ends
+//	prioq:{Q}:glimits   HASH    group -> its concurrency limit; "" -> every group's
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
@@ -80,6 +93,7 @@ import (
 type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	filled                                         string
+	gready, ginflight, gpark, glimits              string
 	wake, paused, leases, inflight, dead           string
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
@@ -185,8 +199,13 @@ func keysAt(p, meta string, lanes int) keySet {
 		dead:     p + "dead",
 		counts:   p + "counts",
 		filled:   p + filledName,
-		lanes:    make([]string, lanes),
-		prefix:   p,
+		// Groups (groups.go).
+		gready:    p + groupReadyName,
+		ginflight: p + groupInflightName,
+		gpark:     p + groupParkName,
+		glimits:   p + groupLimitsName,
+		lanes:     make([]string, lanes),
+		prefix:    p,
 	}
 	k.laneIndex = make(map[string]int, lanes)
 	for i := range k.lanes {
@@ -224,7 +243,8 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 // all lists every key of the queue, for Purge-style operations and tests.
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
-		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled}, k.lanes...)
+		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
+		k.gready, k.ginflight, k.gpark, k.glimits}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -42,7 +42,7 @@ func (m *Message) Ack(ctx context.Context) error {
 		return nil // acked already: nothing to do, no round trip
 	}
 	acks := m.s.acks
-	if m.callerID {
+	if m.callerID || m.Group != "" {
 		acks = m.s.idAcks
 	}
 	err := acks.do(ctx, m.ackReq(), m.s.ack, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
@@ -175,9 +175,12 @@ func fill(errs []error, err error) []error {
 type ackReq struct {
 	token, id string
 	caller    bool
+	group     string // "" for none
 }
 
-func (m *Message) ackReq() ackReq { return ackReq{token: m.token, id: m.ID, caller: m.callerID} }
+func (m *Message) ackReq() ackReq {
+	return ackReq{token: m.token, id: m.ID, caller: m.callerID, group: m.Group}
+}
 
 // ack ends each delivery's lease in one round trip. For generated ids it is a
 // pipeline of ZREM + HDEL per message, no Lua: the ZREM reply is the fence (1
@@ -187,23 +190,26 @@ func (m *Message) ackReq() ackReq { return ackReq{token: m.token, id: m.ID, call
 // another command (the HINCRBY of the total refused at maxmemory, an HDEL on
 // a wrong-typed record hash, which then holds no record) is not its error.
 // Caller ids must be released only when the ack wins, which needs the ZREM's
-// answer first, so batches holding one go through ack.lua (Ack merges them
-// apart from the others: see shard.idAcks).
+// answer first, and so must a group's count in flight be lowered, so batches
+// holding either go through ack.lua (Ack merges them apart from the others:
+// see shard.idAcks).
 func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
-	if !slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller }) {
+	if !slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller || r.group != "" }) {
 		return s.ackPipelined(ctx, reqs)
 	}
 	removed := make([]int, len(reqs))
-	args := make([]string, 0, 2*len(reqs))
+	args := make([]string, 0, 1+3*len(reqs))
+	args = append(args, s.kind())
 	for _, r := range reqs {
 		id := ""
 		if r.caller {
 			id = r.id
 		}
-		args = append(args, r.token, id)
+		args = append(args, r.token, id, r.group)
 	}
 	// The script's reply replaces removed whole; it counts its acks itself.
-	werr, notRepl := s.writeWait(ctx, ackScript.Cmd(&removed, []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts}, args...))
+	keys := []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts, s.k.wake, s.k.lanes[0]}
+	werr, notRepl := s.writeWait(ctx, ackScript.Cmd(&removed, keys, args...))
 	errs := make([]error, len(reqs))
 	if werr != nil {
 		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", s.name, werr))

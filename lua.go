@@ -148,6 +148,10 @@ var (
 	ackSrc    string
 	ackScript = newScript(ackSrc)
 
+	//go:embed lua/grouplimit.lua
+	groupLimitSrc    string
+	groupLimitScript = newScript(groupLimitSrc)
+
 	//go:embed lua/sweep.lua
 	sweepSrc    string
 	sweepScript = newScript(sweepSrc)

@@ -53,11 +53,14 @@ type MessageInfo struct {
 
 	// Headers are the headers it was enqueued with (nil without any).
 	Headers map[string]string
+
+	// Group is the group it was enqueued in (Group; "" for none).
+	Group string
 }
 
 func newInfo(e envelope) MessageInfo {
 	return MessageInfo{ID: e.ID, Priority: e.Priority, Payload: e.Payload,
-		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs), Headers: e.Headers}
+		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs), Headers: e.Headers, Group: e.Group}
 }
 
 // newMessage is the message of envelope e, delivered from shard s.

@@ -22,6 +22,7 @@ type sendOptions struct {
 	at          time.Time
 	id          string
 	orderingKey string
+	group       string
 	headers     map[string]string
 	err         error
 }
@@ -145,14 +146,15 @@ type EnqueueResult struct {
 // prepared is one validated message, ready to be sent as 7 script arguments
 // to the shard it goes to.
 type prepared struct {
-	id     string
-	caller bool
-	due    string // '' ready now, "+ms" after the server's now, "ms" at that unix time
-	lane   int
-	prio   int64
-	score  string
-	env    []byte
-	shard  int
+	id      string
+	caller  bool
+	grouped bool   // of a group: stored by enqueue.lua (lib.lua group_push)
+	due     string // '' ready now, "+ms" after the server's now, "ms" at that unix time
+	lane    int
+	prio    int64
+	score   string
+	env     []byte
+	shard   int
 }
 
 func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared, error) {
@@ -172,6 +174,11 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if len(payload) > q.cfg.MaxPayload {
 		return prepared{}, fmt.Errorf("%w: %d bytes (limit %d)", ErrPayloadTooLarge, len(payload), q.cfg.MaxPayload)
 	}
+	if o.group != "" {
+		if err := checkGroup(&q.cfg, &o); err != nil {
+			return prepared{}, err
+		}
+	}
 	if !o.hasPriority {
 		o.priority = q.cfg.Layout.defaultPriority()
 	}
@@ -188,9 +195,11 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	} else if o.delay > 0 {
 		due = "+" + fmtInt(leaseMs(o.delay))
 	}
-	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane, prio: o.priority}
+	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane, prio: o.priority, grouped: o.group != ""}
 	switch {
 	case len(q.shards) == 1:
+	case o.group != "":
+		p.shard = q.hashShard(o.group)
 	case o.orderingKey != "":
 		p.shard = q.hashShard(o.orderingKey)
 	case p.caller:
@@ -210,7 +219,7 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if q.cfg.Layout.isRange() {
 		p.score = scoreOf(o.priority)
 	}
-	e := envelope{ID: p.id, CallerID: p.caller, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Headers: o.headers, Payload: payload}
+	e := envelope{ID: p.id, CallerID: p.caller, Group: o.group, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Headers: o.headers, Payload: payload}
 	p.env = e.encode()
 	return p, nil
 }
@@ -413,7 +422,7 @@ func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 // (Range queues of earlier formats need the seq counter's next value in
 // the member, which only a script can read and write in one step.)
 func (s *shard) canSendPlain(ps []prepared) bool {
-	return len(ps) == 1 && (!s.isRange() || s.lists()) && !ps[0].caller && ps[0].due == ""
+	return len(ps) == 1 && (!s.isRange() || s.lists()) && !ps[0].caller && ps[0].due == "" && !ps[0].grouped
 }
 
 // sendPlain stores one ready message of a Levels queue without Lua, merged

@@ -54,6 +54,20 @@ const (
 	// lane writes it (lua/take.lua pop_filled).
 	filledWhole = "*"
 
+	// Groups (groups.go, keys.go): the names of a queue's group keys after
+	// its prefix, and what a group's list key has after the list (a level's
+	// lane, a Range priority's list) its marker is in. Scripts build them
+	// from a lane key.
+	groupReadyName    = "gready"
+	groupInflightName = "ginflight"
+	groupParkName     = "gpark"
+	groupLimitsName   = "glimits"
+	groupListTag      = ":g:"
+
+	// groupMark is the first byte of a group's marker in a list (the marker
+	// is it and the group): an envelope starts with its version, never 0.
+	groupMark = 0
+
 	// prioListTag is what a priority's list key has in place of "lane:N"
 	// (keys.go, Range of format 4); scripts build it from the lane key.
 	prioListTag = "prio:"
@@ -152,6 +166,13 @@ func luaConstants() string {
 	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
 	str("FILLED_KEY", filledName)
 	str("FILLED_WHOLE", filledWhole)
+	str("G_READY", groupReadyName)
+	str("G_INFLIGHT", groupInflightName)
+	str("G_PARK", groupParkName)
+	str("G_LIMITS", groupLimitsName)
+	str("G_LIST", groupListTag)
+	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)
+	num("ENV_V3", envVersionGrp)
 	str("PRIO_LIST", prioListTag)
 	str("YES", argYes)
 	str("NO", argNo)

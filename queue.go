@@ -427,9 +427,13 @@ func (q *Queue) Layout() Layout {
 // counts can be off by the messages that moved while it was read).
 type Stats struct {
 	// Lanes is the number of ready messages per lane, lane 0 (lowest priority) first.
+	// With groups it counts a lane's entries: its messages without a group,
+	// and one for each group with messages there (Groups has their counts).
 	Lanes []int64
-	// Ready is the sum of Lanes.
+	// Ready is how many messages are ready: the sum of Lanes without groups.
 	Ready int64
+	// Groups is how many groups have messages ready (see Queue.Groups).
+	Groups int64
 	// Delayed is how many messages wait for their due time.
 	Delayed int64
 	// InFlight is how many messages are leased to consumers (AtLeastOnce).
@@ -494,6 +498,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			st.Lanes[i] += n
 		}
 		st.Ready += p.Ready
+		st.Groups += p.Groups
 		st.Delayed += p.Delayed
 		st.InFlight += p.InFlight
 		st.Dead += p.Dead
@@ -513,8 +518,9 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 	var paused int64
 	var now []string    // the server's TIME: seconds, microseconds
 	var counts []string // missing fields read as ""
+	var groups map[string]string
 	err := s.doPipeline(ctx, func() *radix.Pipeline {
-		st, heads, paused, now, counts = Stats{Lanes: make([]int64, n)}, make([][][]byte, n), 0, nil, nil
+		st, heads, paused, now, counts, groups = Stats{Lanes: make([]int64, n)}, make([][][]byte, n), 0, nil, nil, nil
 		p := radix.NewPipeline()
 		for i, key := range s.k.lanes {
 			if s.lists() {
@@ -534,6 +540,7 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 		p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
 		p.Append(radix.Cmd(&now, "TIME"))
 		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
+		p.Append(radix.Cmd(&groups, "HGETALL", s.k.gready))
 		return p
 	})
 	if err != nil {
@@ -548,6 +555,16 @@ func (s *shard) stats(ctx context.Context) (Stats, error) {
 	if len(counts) == 2 {
 		st.Enqueued, _ = strconv.ParseInt(counts[0], 10, 64)
 		st.Acked, _ = strconv.ParseInt(counts[1], 10, 64)
+	}
+	// Groups: their messages for their markers (gready's "" counts those).
+	for g, v := range groups {
+		c, _ := strconv.ParseInt(v, 10, 64)
+		if g == "" {
+			st.Ready -= c
+		} else if c > 0 {
+			st.Ready += c
+			st.Groups++
+		}
 	}
 	oldest := int64(-1)
 	for i, c := range st.Lanes {

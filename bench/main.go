@@ -183,6 +183,7 @@ func main() {
 		newPrioq(client, false, prioq.AtMostOnce),
 		newPrioq(client, true, prioq.AtLeastOnce),
 		newPrioq(client, true, prioq.AtMostOnce),
+		newPrioqGroups(client, 1000),
 		newPrioqRun(client, 1),
 		newPrioqRun(client, 4),
 		newPrioqRunWith(client, "pass-through middleware", passEnqueue, passHandler),

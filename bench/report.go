@@ -61,6 +61,10 @@ func budgets(r *report) []budget {
 			fmt.Sprintf("%s, single calls; batched %s", overRounds(c, 1, " µs"), med(r.values(rel, cpuIn(batchPhase)), 1, " µs")),
 			verdict(median(c) <= 20))
 	}
+	if x := r.ratios(find(r, "prioq levels reliable, groups=1000"), rel, cpuIn(e2ePhase)); len(x) > 0 {
+		add("Redis CPU per reliable message, 1,000 groups vs none (INFO cpu, single calls)", "≤ 1.5× (issue 22)",
+			overRounds(x, 2, "×"), verdict(median(x) <= 1.5))
+	}
 	if x := r.ratios(rel, raw, e2e); len(x) > 0 {
 		add("end to end, AtLeastOnce, single calls, 32 workers vs raw list loop", "≥ 0.7×",
 			overRounds(x, 2, "×")+versus(rel, raw, e2e), verdict(median(x) >= 0.7))

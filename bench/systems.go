@@ -73,6 +73,28 @@ type prioqSystem struct {
 	// enqueueMW and handlerMW instrument the queue (see newPrioqRunWith).
 	enqueueMW func(queue string) prioq.EnqueueMiddleware
 	handlerMW prioq.Middleware
+	// groups, when above 0, puts the messages in this many groups, in turn
+	// (prioq.Group): the cost of groups beside the same queue without.
+	groups int
+	next   atomic.Uint64
+}
+
+// newPrioqGroups is the levels, AtLeastOnce system with its messages in
+// `groups` groups.
+func newPrioqGroups(c radix.Client, groups int) *prioqSystem {
+	s := newPrioq(c, false, prioq.AtLeastOnce)
+	s.groups = groups
+	s.name = fmt.Sprintf("prioq levels reliable, groups=%d", groups)
+	return s
+}
+
+// opts are the options of one enqueue at level.
+func (s *prioqSystem) opts(level int, more ...prioq.Option) []prioq.Option {
+	o := append([]prioq.Option{prioq.Priority(s.prio(level))}, more...)
+	if s.groups > 0 {
+		o = append(o, prioq.Group(strconv.FormatUint(s.next.Add(1)%uint64(s.groups), 10)))
+	}
+	return o
 }
 
 // newPrioqRunWith is newPrioqRun(c, 1) with middleware on both sides: what
@@ -129,21 +151,21 @@ func (s *prioqSystem) Prepare(ctx context.Context) error {
 }
 
 func (s *prioqSystem) Enqueue(ctx context.Context, level int, p []byte) error {
-	_, err := s.q.Enqueue(ctx, p, prioq.Priority(s.prio(level)))
+	_, err := s.q.Enqueue(ctx, p, s.opts(level)...)
 	return err
 }
 
 func (s *prioqSystem) EnqueueBatch(ctx context.Context, lv []int, ps [][]byte) error {
 	items := make([]prioq.EnqueueItem, len(ps))
 	for i := range ps {
-		items[i] = prioq.EnqueueItem{Payload: ps[i], Options: []prioq.Option{prioq.Priority(s.prio(lv[i]))}}
+		items[i] = prioq.EnqueueItem{Payload: ps[i], Options: s.opts(lv[i])}
 	}
 	_, err := s.q.EnqueueBatch(ctx, items)
 	return err
 }
 
 func (s *prioqSystem) EnqueueAt(ctx context.Context, level int, p []byte, due time.Time) error {
-	_, err := s.q.Enqueue(ctx, p, prioq.Priority(s.prio(level)), prioq.At(due))
+	_, err := s.q.Enqueue(ctx, p, s.opts(level, prioq.At(due))...)
 	return err
 }
 

@@ -323,6 +323,9 @@ type lane struct {
 	Count int64
 }
 
+// topGroups is how many groups a queue's page shows, the most loaded first.
+const topGroups = 10
+
 func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, _ *http.Request, q *prioq.Queue) error {
 	st, err := q.Stats(ctx)
 	if err != nil {
@@ -338,6 +341,12 @@ func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, _ *http.
 			return err
 		}
 	}
+	var groups []prioq.GroupStats
+	if q.Mode() == prioq.AtLeastOnce {
+		if groups, err = q.Groups(ctx, topGroups); err != nil {
+			return err
+		}
+	}
 	var lanes []lane
 	var max int64
 	for i := len(st.Lanes) - 1; i >= 0; i-- {
@@ -347,7 +356,7 @@ func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, _ *http.
 		}
 	}
 	h.render(w, "queue.html", map[string]any{
-		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead, "Shards": st.Shards,
+		"Q": q, "Stats": st, "Lanes": lanes, "Max": max, "Peek": peek, "Dead": dead, "Shards": st.Shards, "Groups": groups,
 		"ReadOnly": h.cfg.ReadOnly, "CSRF": h.csrf, "Reliable": q.Mode() == prioq.AtLeastOnce,
 	})
 	return nil

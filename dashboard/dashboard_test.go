@@ -390,3 +390,48 @@ func TestDashboardTenThousandQueues(t *testing.T) {
 	t.Logf("all 10,000 sorted by depth (every queue read once, then reused for %v): %v", snapshotTTL, time.Since(start))
 	assert.Equal(t, names[7777], first)
 }
+
+// A queue's page shows its most loaded groups, with their limits and which
+// wait at theirs, in a real browser.
+func TestDashboardShowsGroups(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	rctx := context.Background()
+	for i := 0; i < 3; i++ {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.Group("acme"))
+		require.NoError(t, err)
+	}
+	_, err := q.Enqueue(rctx, []byte("x"), prioq.Group("zeta"))
+	require.NoError(t, err)
+	require.NoError(t, q.SetGroupLimit(rctx, "acme", prioq.GroupLimit{Concurrency: 1}))
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(rctx)
+	var got []*prioq.Message
+	for i := 0; i < 2; i++ { // acme/0 and zeta/0; acme then waits at its limit
+		m, err := cons.Receive(rctx)
+		require.NoError(t, err)
+		got = append(got, m)
+	}
+	short, cancel := context.WithTimeout(rctx, 300*time.Millisecond)
+	_, err = cons.Receive(short) // parks acme
+	cancel()
+	require.Error(t, err)
+
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var first, second string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/q/"+q.Name()),
+		chromedp.WaitVisible(`#groups`),
+		chromedp.Text(`#groups tbody tr:first-child`, &first),
+		chromedp.Text(`#groups tbody tr:nth-child(2)`, &second),
+	))
+	assert.Equal(t, []string{"acme", "2", "1", "1", "yes"}, strings.Fields(first))
+	assert.Equal(t, []string{"zeta", "0", "1", "-", "no"}, strings.Fields(second))
+	for _, m := range got {
+		require.NoError(t, m.Ack(rctx))
+	}
+}

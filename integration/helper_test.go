@@ -26,6 +26,14 @@ import (
 //	S id   a delivery started (a handler got the message)
 //	A id   its ack succeeded
 //	E id   an enqueue succeeded
+//
+// The role "consume-groups" writes, for messages of a group, instead of S:
+//
+//	G id group start   a delivery started, at start (unix ns, this host)
+//	F id group end     its handler ended, just before its ack
+//
+// and A as above. H_LIMIT, when set, is every group's concurrency limit;
+// H_HANDLE_MS the longest a handler runs (2 ms by default).
 const helperEnv = "PRIOQ_INTEGRATION_HELPER"
 
 type queueSpec struct {
@@ -100,39 +108,67 @@ func runHelper(role string) int {
 			}
 		}
 		return 0
-	case "consume":
-		workers, _ := strconv.Atoi(os.Getenv("H_WORKERS"))
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			cons, err := q.NewConsumer(prioq.ConsumerConfig{Lease: time.Second, SweepInterval: 200 * time.Millisecond, NoPromoter: w > 0})
-			if err != nil {
+	case "consume-groups":
+		handleUs := 2000 // a handler runs up to this many µs (H_HANDLE_MS)
+		if ms, _ := strconv.Atoi(os.Getenv("H_HANDLE_MS")); ms > 0 {
+			handleUs = 1000 * ms
+		}
+		if l, _ := strconv.Atoi(os.Getenv("H_LIMIT")); l > 0 {
+			if err := q.SetGroupLimit(ctx, "", prioq.GroupLimit{Concurrency: l}); err != nil {
 				fmt.Fprintln(os.Stderr, "helper:", err)
 				return 1
 			}
-			wg.Add(1)
-			r := rand.New(rand.NewPCG(seed, uint64(100+w)))
-			go func() {
-				defer wg.Done()
-				for {
-					m, err := cons.Receive(ctx)
-					if err != nil {
-						time.Sleep(50 * time.Millisecond)
-						continue
-					}
-					emit("S", m.ID)
-					time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
-					if spec.mode == "alo" {
-						if err := m.Ack(ctx); err == nil {
-							emit("A", m.ID)
-						}
-					}
-				}
-			}()
 		}
-		wg.Wait() // runs until killed
-		return 0
+		return consumeLoops(ctx, q, seed, func(m *prioq.Message, r *rand.Rand) {
+			emit("G", fmt.Sprintf("%s %s %d", m.ID, m.Group, time.Now().UnixNano()))
+			time.Sleep(time.Duration(r.IntN(handleUs)) * time.Microsecond)
+			emit("F", fmt.Sprintf("%s %s %d", m.ID, m.Group, time.Now().UnixNano()))
+			if err := m.Ack(ctx); err == nil {
+				emit("A", m.ID)
+			}
+		})
+	case "consume":
+		return consumeLoops(ctx, q, seed, func(m *prioq.Message, r *rand.Rand) {
+			emit("S", m.ID)
+			time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
+			if spec.mode == "alo" {
+				if err := m.Ack(ctx); err == nil {
+					emit("A", m.ID)
+				}
+			}
+		})
 	}
 	return 2
+}
+
+// consumeLoops runs H_WORKERS consumers of q (the first one promotes), each
+// receiving one message at a time and handing it to handle with a random
+// source of its own, until the process is killed.
+func consumeLoops(ctx context.Context, q *prioq.Queue, seed uint64, handle func(*prioq.Message, *rand.Rand)) int {
+	workers, _ := strconv.Atoi(os.Getenv("H_WORKERS"))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		cons, err := q.NewConsumer(prioq.ConsumerConfig{Lease: time.Second, SweepInterval: 200 * time.Millisecond, NoPromoter: w > 0})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+		wg.Add(1)
+		r := rand.New(rand.NewPCG(seed, uint64(100+w)))
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := cons.Receive(ctx)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				handle(m, r)
+			}
+		}()
+	}
+	wg.Wait() // runs until killed
+	return 0
 }
 
 // helperProc is a running helper process and what it has reported so far.

@@ -29,27 +29,88 @@ local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 -- A lane key of the wrong type is skipped: the others can still be searched.
 local usable = lane_checker(4, kind)
-local found = false
+
+-- remove takes entry e out of key (a lane, a priority's list, or a group's
+-- list: then the group's count goes down and, when its list empties, its
+-- marker leaves the list beside it, as a take would drop it; parkedAt is
+-- the group's parked entry when its marker is parked instead). A priority's
+-- list emptied leaves its segment's index.
+local function remove(lane, e, key, parkedAt)
+  if kind == KIND_RANGE then
+    redis.call('ZREM', key, e)
+    return
+  end
+  redis.call('LREM', key, 1, e)
+  local at = string.find(key, G_LIST, 1, true)
+  if at then
+    local list, g = string.sub(key, 1, at - 1), string.sub(key, at + #G_LIST)
+    local ready = queue_key(lane, G_READY)
+    local left = redis.pcall('HINCRBY', ready, g, -1)
+    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', ready, g) end
+    if redis.call('EXISTS', key) == 1 then return end
+    if parkedAt then
+      local kept = {}
+      for entry in string.gmatch(redis.call('HGET', queue_key(lane, G_PARK), g) or '', '[^ ]+') do
+        if entry ~= parkedAt then kept[#kept + 1] = entry end
+      end
+      if #kept > 0 then
+        redis.call('HSET', queue_key(lane, G_PARK), g, table.concat(kept, ' '))
+      else
+        redis.call('HDEL', queue_key(lane, G_PARK), g)
+      end
+      return
+    end
+    if redis.call('LREM', list, 1, G_MARK .. g) > 0 then
+      left = redis.pcall('HINCRBY', ready, '', -1)
+      if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', ready, '') end
+    end
+    key = list
+  end
+  if kind == KIND_LISTS and redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', lane, string.sub(key, #plist_key(lane, '') + 1))
+  end
+end
+
+local function matches(e) return env_id(e, off) == id end
 for k = 4, #KEYS do
   local lane = KEYS[k]
+  local found = false
   if usable(k - 4) then
     found = lane_each(lane, kind, function(e, key)
-      if env_id(e, off) ~= id then return false end
-      if kind == KIND_RANGE then
-        redis.call('ZREM', key, e)
-      else
-        redis.call('LREM', key, 1, e)
-        -- A priority's list emptied: its name leaves the index.
-        if kind == KIND_LISTS and redis.call('EXISTS', key) == 0 then
-          redis.call('ZREM', lane, string.sub(key, #plist_key(lane, '') + 1))
-        end
-      end
+      if not matches(e) then return false end
+      remove(lane, e, key)
       return true
     end)
   end
   if found then
     redis.call('SREM', KEYS[1], id)
     return 1
+  end
+end
+
+-- The groups parked at their limit: their markers are out of the lanes.
+if kind ~= KIND_RANGE and #KEYS >= 4 then
+  local park = queue_key(KEYS[4], G_PARK)
+  local parked = redis.pcall('HGETALL', park)
+  if type(parked) == 'table' and not parked.err then
+    for i = 1, #parked, 2 do
+      local g = parked[i]
+      for entry in string.gmatch(parked[i + 1], '[^ ]+') do
+        local n, score = string.match(entry, '^(%d+)|(.*)$')
+        if n then
+          local lane = queue_key(KEYS[4], 'lane:' .. n)
+          local glist = marker_list(lane, kind, score ~= '' and score or nil) .. G_LIST .. g
+          if redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', function(e)
+            if not matches(e) then return false end
+            remove(lane, e, glist, entry)
+            return true
+          end) then
+            redis.call('SREM', KEYS[1], id)
+            return 1
+          end
+        end
+      end
+    end
   end
 end
 return 0

@@ -33,9 +33,13 @@ if kind == KIND_RANGE then off = SEQ_LEN end
 if not redis.call('ZSCORE', KEYS[1], token) then return 0 end
 local rec = redis.call('HGET', KEYS[2], token)
 
+-- ended is the envelope whose lease ends here, once it is known (group_done).
+local ended
 local function finish()
   redis.call('ZREM', KEYS[1], token)
   redis.call('HDEL', KEYS[2], token)
+  -- A group's slot comes back with its lease (and its parked markers).
+  if ended and group_done(KEYS[9], kind, ended) then try_arm(KEYS[6], nil) end
 end
 local function bury(record)
   need(KEYS[5], 'list')
@@ -61,6 +65,7 @@ local a = attempts(member, off)
 if a then a = a + 1 end
 local env = string.sub(member, off + 1)
 if #env == 0 then env = member end -- too short to hold a sequence: keep it whole
+ended = env
 
 local id = env_id(env, 0)
 if op ~= FAIL_BURY and a and id then

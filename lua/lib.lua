@@ -262,14 +262,25 @@ end
 
 -- lane_each calls fn(entry, key) for each message of a lane in serving
 -- order until fn returns true, key being the key that holds the entry (the
--- lane, or for KIND_LISTS the priority's list), and reports whether fn
--- stopped it. A priority list of the wrong type is passed by.
+-- lane, or for KIND_LISTS the priority's list, or a group's list), and
+-- reports whether fn stopped it. A priority list of the wrong type is passed
+-- by. Messages of a group parked at its limit are not in the lane (see
+-- group_parked).
 local function lane_each(lane, kind, fn)
-  if kind == KIND_LEVELS then return each_in(lane, 'LRANGE', fn) end
   if kind == KIND_RANGE then return each_in(lane, 'ZRANGE', fn) end
+  -- A group's marker stands for its group's list (group_push), whose
+  -- messages are the group's at that place: key is then the group's list.
+  local function entry(e, key)
+    if string.sub(e, 1, 1) == G_MARK then
+      local glist = key .. G_LIST .. string.sub(e, 2)
+      return redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', fn)
+    end
+    return fn(e, key)
+  end
+  if kind == KIND_LEVELS then return each_in(lane, 'LRANGE', entry) end
   return each_in(lane, 'ZRANGE', function(prio)
     local key = plist_key(lane, prio)
-    return redis.call('TYPE', key).ok == 'list' and each_in(key, 'LRANGE', fn)
+    return redis.call('TYPE', key).ok == 'list' and each_in(key, 'LRANGE', entry)
   end)
 end
 
@@ -336,12 +347,13 @@ local function lane_checker(base, kind)
   end
 end
 
--- push_one writes one message into lane key `key` with score: RPUSH or
+-- push_entry writes one entry into lane key `key` with score: RPUSH or
 -- LPUSH (listcmd) into a level's list (named in the filled index, when
 -- FILLED) or a priority's list (KIND_LISTS, whose index then names the
--- priority), or ZADD of member (seq‖envelope)
--- into a segment (KIND_RANGE). The keys' types are the caller's to check.
-local function push_one(key, kind, score, value, listcmd)
+-- priority), or ZADD of member (seq‖envelope) into a segment (KIND_RANGE).
+-- The keys' types are the caller's to check. push_one is what writers call:
+-- it sends a message of a group to its group's list instead.
+local function push_entry(key, kind, score, value, listcmd)
   if kind == KIND_LEVELS then
     redis.call(listcmd, key, value)
     name_lane(key)
@@ -355,6 +367,105 @@ local function push_one(key, kind, score, value, listcmd)
   end
 end
 
+-- env_group is the group of envelope s (version 3: after the id, its length
+-- and the group), or nil for none; lane entries of KIND_RANGE are not
+-- envelopes (groups need lists).
+local function env_group(s)
+  if string.byte(s, 1) ~= ENV_V3 then return nil end
+  local n = string.byte(s, ENV_IDLEN)
+  local g = n and string.byte(s, ENV_ID + n)
+  if not g or g == 0 or #s < ENV_ID + n + g then return nil end
+  return string.sub(s, ENV_ID + n + 1, ENV_ID + n + g)
+end
+
+-- queue_key is the key `name` of the queue (or shard) of lane key `lane`.
+local function queue_key(lane, name)
+  return string.match(lane, '^(.*)lane:%d+$') .. name
+end
+
+-- marker_list is the list a lane write of score goes to: the level's lane
+-- itself, or the list of the score's priority (KIND_LISTS). A group's
+-- marker is in it, and the group's list is named after it.
+local function marker_list(lane, kind, score)
+  if kind == KIND_LISTS then return plist_key(lane, prio_str(score)) end
+  return lane
+end
+
+-- group_push writes envelope value of group g (groups.go): to the tail or
+-- the head (listcmd) of the group's list beside marker_list, counted in the
+-- ready counts; when that list was empty, the group's marker goes into the
+-- lane as a message would (push_entry): one marker per group and list,
+-- which takes serve in turn with the lane's other entries. A group's list
+-- of the wrong type (a hand edit) is passed by: the message goes into the
+-- lane itself, served in its turn without the group's rotation, so that it
+-- is never lost. Reports whether a marker (or the message) went into the lane.
+local function group_push(lane, kind, score, value, listcmd, g)
+  local n = redis.pcall(listcmd, marker_list(lane, kind, score) .. G_LIST .. g, value)
+  if type(n) ~= 'number' then
+    push_entry(lane, kind, score, value, listcmd)
+    return true
+  end
+  local ready = queue_key(lane, G_READY)
+  redis.pcall('HINCRBY', ready, g, 1)
+  if n == 1 then
+    push_entry(lane, kind, score, G_MARK .. g, listcmd)
+    redis.pcall('HINCRBY', ready, '', 1) -- markers in lanes (Stats)
+    return true
+  end
+  return false
+end
+
+-- push_one writes one message into lane key `key` with score (push_entry),
+-- or, when it belongs to a group, into its group's list (group_push).
+local function push_one(key, kind, score, value, listcmd)
+  local g = kind ~= KIND_RANGE and env_group(value)
+  if g then
+    group_push(key, kind, score, value, listcmd, g)
+  else
+    push_entry(key, kind, score, value, listcmd)
+  end
+end
+
+-- group_unpark puts back the markers of group g parked at its limit
+-- (groups.go): each into the lane it came from, at the tail, so that the
+-- group waits its turn again. An entry whose lane refuses the push (a key
+-- of the wrong type) stays parked. Reports whether any went back.
+local function group_unpark(lane, kind, g)
+  local park = queue_key(lane, G_PARK)
+  local parked = redis.pcall('HGET', park, g)
+  if type(parked) ~= 'string' then return false end
+  local kept, back = {}, 0
+  for entry in string.gmatch(parked, '[^ ]+') do
+    local n, score = string.match(entry, '^(%d+)|(.*)$')
+    local ok = n and pcall(push_entry, queue_key(lane, 'lane:' .. n), kind, score ~= '' and score or nil, G_MARK .. g, 'RPUSH')
+    if ok then back = back + 1 else kept[#kept + 1] = entry end
+  end
+  if #kept > 0 then redis.call('HSET', park, g, table.concat(kept, ' ')) else redis.call('HDEL', park, g) end
+  if back > 0 then redis.pcall('HINCRBY', queue_key(lane, G_READY), '', back) end
+  return back > 0
+end
+
+-- group_ended counts the end of a lease on a message of group g, of the
+-- queue of lane key `lane`: one fewer in flight, which may bring the group
+-- back from its concurrency limit (group_unpark, whose report it returns).
+local function group_ended(lane, kind, g)
+  local key = queue_key(lane, G_INFLIGHT)
+  local n = redis.pcall('HINCRBY', key, g, -1)
+  if type(n) == 'number' and n <= 0 then redis.pcall('HDEL', key, g) end
+  return group_unpark(lane, kind, g)
+end
+
+-- group_done counts the end of a lease on envelope env of lane key `lane`
+-- (an ack, a retry, a dead letter, an expired or given-back lease): one
+-- fewer of its group in flight, which may bring the group back from its
+-- concurrency limit (group_unpark). Nothing for a message without a group.
+-- Reports whether markers went back (the caller wakes a consumer).
+local function group_done(lane, kind, env)
+  local g = kind ~= KIND_RANGE and env_group(env)
+  if not g then return false end
+  return group_ended(lane, kind, g)
+end
+
 -- by_lane collects {score, value} pairs per lane in the order they come, for
 -- lanes whose type the caller checked (usable(), or need()). It returns
 -- add(lane, score, value) and flush(listcmd, seq), which writes them, lane by
@@ -366,7 +477,13 @@ end
 -- idle consumers may be waiting for it.
 local function by_lane(base, kind)
   local order, lists, lanes = {}, {}, {}
+  local grouped = {} -- {lane, score, value, group} of messages of a group, in order
   local function add(lane, score, value)
+    local g = kind ~= KIND_RANGE and env_group(value)
+    if g then
+      grouped[#grouped + 1] = {lane, score, value, g}
+      return
+    end
     -- KIND_LISTS: one group per priority list, each with its own lane.
     local g = lane
     if kind == KIND_LISTS then g = lane .. '|' .. prio_str(score) end
@@ -382,6 +499,9 @@ local function by_lane(base, kind)
   end
   local function flush(listcmd, seq)
     local woke = false
+    for _, m in ipairs(grouped) do
+      if group_push(KEYS[base + m[1]], kind, m[2], m[3], listcmd, m[4]) then woke = true end
+    end
     for _, g in ipairs(order) do
       local l, key = lists[g], KEYS[base + lanes[g]]
       local vals = {}

@@ -22,6 +22,13 @@ need(KEYS[2], 'zset')
 need(KEYS[3], 'hash')
 if ARGV[2] == SHARDED then need(KEYS[4], 'zset') else need(KEYS[4], 'list') end
 for k = 5, #KEYS do need(KEYS[k], lane_type(kind)) end
+-- Groups (groups.go): their counts and parked markers name their lists.
+local gready, gpark
+if kind ~= KIND_RANGE and #KEYS >= 5 then
+  gready, gpark = queue_key(KEYS[5], G_READY), queue_key(KEYS[5], G_PARK)
+  need(gready, 'hash')
+  need(gpark, 'hash')
+end
 
 local n = redis.call('ZCARD', KEYS[2])
 local plists = {} -- KIND_LISTS: the priorities' lists, deleted with the lanes
@@ -36,6 +43,31 @@ for k = 5, #KEYS do
       if redis.call('TYPE', key).ok == 'list' then n = n + redis.call('LLEN', key) end
       plists[#plists + 1] = key
     end)
+  end
+end
+-- The groups' lists: beside each lane's list (or priority's), for every
+-- group with messages waiting, and where parked markers say.
+local glists, groups = {}, {}
+if gready then
+  local counts = redis.call('HGETALL', gready)
+  for i = 1, #counts, 2 do
+    local c = tonumber(counts[i + 1]) or 0
+    if counts[i] == '' then n = n - c else n = n + c; groups[#groups + 1] = counts[i] end
+  end
+  local beside = plists
+  if kind == KIND_LEVELS then beside = {unpack(KEYS, 5)} end
+  for _, l in ipairs(beside) do
+    for _, g in ipairs(groups) do glists[#glists + 1] = l .. G_LIST .. g end
+  end
+  local parked = redis.call('HGETALL', gpark)
+  for i = 1, #parked, 2 do
+    for entry in string.gmatch(parked[i + 1], '[^ ]+') do
+      local ln, score = string.match(entry, '^(%d+)|(.*)$')
+      if ln then
+        local lane = queue_key(KEYS[5], 'lane:' .. ln)
+        glists[#glists + 1] = marker_list(lane, kind, score ~= '' and score or nil) .. G_LIST .. parked[i]
+      end
+    end
   end
 end
 if redis.call('SCARD', KEYS[1]) > 0 then
@@ -59,6 +91,16 @@ if redis.call('SCARD', KEYS[1]) > 0 then
     end)
     release(items, off)
   end
+  -- (lane_each went through the lanes' markers; the parked ones' lists too)
+  if gready then
+    for _, gl in ipairs(glists) do
+      if redis.call('TYPE', gl).ok == 'list' then
+        local items = {}
+        each_in(gl, 'LRANGE', function(e) items[#items + 1] = e end)
+        release(items, 0)
+      end
+    end
+  end
   for start = 0, math.huge, CHUNK do
     local members = redis.call('ZRANGE', KEYS[2], start, start + CHUNK - 1)
     local ids = {}
@@ -81,6 +123,8 @@ if redis.call('SCARD', KEYS[1]) > 0 then
 end
 redis.call('DEL', unpack(KEYS, 2))
 for i = 1, #plists, CHUNK do redis.call('DEL', unpack(plists, i, math.min(i + CHUNK - 1, #plists))) end
+for i = 1, #glists, CHUNK do redis.call('DEL', unpack(glists, i, math.min(i + CHUNK - 1, #glists))) end
+if gready then redis.call('DEL', gready, gpark) end
 -- The filled index goes with the lanes it names (DEL of any type).
 if FILLED and #KEYS >= 5 then redis.call('DEL', filled_key(KEYS[5])) end
 return n

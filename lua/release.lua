@@ -31,6 +31,7 @@ local recs = hmget(KEYS[2], tokens)
 local add, flush = by_lane(5, kind)
 local usable = lane_checker(5, kind)
 local back, deads, best = 0, {}, nil
+local ended = {} -- envelopes of the leases ending here (group_done)
 -- Last first: LPUSH puts its last value at the head, so the first token's
 -- message ends up first.
 for i = #tokens, 1, -1 do
@@ -38,7 +39,10 @@ for i = #tokens, 1, -1 do
   if rec then
     local lane, score, member = routed(rec, nlanes, kind)
     local ok, why = false, 'corrupt in-flight record'
-    if lane then ok, why = usable(lane, score) end
+    if lane then
+      ok, why = usable(lane, score)
+      if kind ~= KIND_RANGE then ended[#ended + 1] = member end
+    end
     if ok then
       add(lane, score, member)
       back = back + 1
@@ -54,11 +58,15 @@ for i = #tokens, 1, -1 do
   end
 end
 if #deads > 0 then need(KEYS[3], 'list') end
-if back > 0 then need(KEYS[4], 'zset') end
+if back > 0 or #ended > 0 then need(KEYS[4], 'zset') end
 
 chunked('ZREM', KEYS[1], tokens)
 chunked('HDEL', KEYS[2], tokens)
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
-if back > 0 then arm_wake(KEYS[4], best) end
+local unparked = false
+for _, env in ipairs(ended) do
+  if group_done(KEYS[5], kind, env) then unparked = true end
+end
+if back > 0 or unparked then arm_wake(KEYS[4], best) end
 return back

@@ -30,6 +30,7 @@ local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, 
 local add, flush = by_lane(6, kind)
 local usable = lane_checker(6, kind)
 local back, deads, best = 0, {}, nil
+local ended = {} -- envelopes of the leases ending here, for their groups (group_done)
 if #tokens > 0 then
   local recs = hmget(KEYS[2], tokens)
   -- Newest-taken first: LPUSH puts the last value first, so the oldest
@@ -45,6 +46,7 @@ if #tokens > 0 then
         local why = 'corrupt in-flight record'
         deads[#deads + 1] = dead_record(UNKNOWN_LANE, '', now, why, rec)
       else
+        ended[#ended + 1] = string.sub(member, off + 1)
         -- The expired delivery counts now: take left the message as it was.
         local a = attempts(member, off)
         if a then
@@ -69,7 +71,7 @@ end
 -- A wake-up marker can be lost (a consumer killed right after popping it);
 -- re-arm while work waits, so idle consumers never sleep on ready work.
 -- Idle (nothing expired, lanes empty) this costs one EXISTS.
-local rearm = (back > 0 or redis.call('EXISTS', unpack(KEYS, 6)) > 0) and redis.call('EXISTS', KEYS[5]) == 0
+local rearm = (back > 0 or #ended > 0 or redis.call('EXISTS', unpack(KEYS, 6)) > 0) and redis.call('EXISTS', KEYS[5]) == 0
 if rearm then need(KEYS[4], 'zset') end
 
 if #tokens > 0 then
@@ -80,7 +82,13 @@ end
 -- last. Segment members keep their scores and sequence numbers.
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
-if rearm and back > 0 then
+-- A group's slot comes back when its lease ends, and with it the markers
+-- parked at its limit.
+local unparked = false
+for _, env in ipairs(ended) do
+  if group_done(KEYS[6], kind, env) then unparked = true end
+end
+if rearm and (back > 0 or unparked) then
   arm_wake(KEYS[4], best) -- the redelivered messages' best priority
 elseif rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   -- At maxmemory Redis refuses a script's first write that may grow memory;

@@ -443,8 +443,19 @@ local function undo(err, leased, recorded)
   for i = 1, #out, 2 do tokens[#tokens + 1] = out[i] end
   if recorded then chunked('HDEL', KEYS[3], tokens) end
   if leased then chunked('ZREM', KEYS[2], tokens) end
-  for _, p in ipairs(pops) do
-    local key, items = p[1], p[2]
+  -- Newest pop first: a lane popped twice (a group's marker came back to
+  -- it) gets its entries back in their order.
+  for i = #pops, 1, -1 do
+    local p = pops[i]
+    -- Groups: each message back at the head of its group's list, and the
+    -- marker a take put back at the tail taken out again (the entries
+    -- popped, markers and all, go back below).
+    for j = #(p.groups or {}), 1, -1 do
+      local r = p.groups[j]
+      redis.call('LPUSH', r[1], r[2])
+      if r[4] then redis.call('LREM', r[3], -1, r[5]) end
+    end
+    local key, items = p[1], p.orig or p[2]
     if kind ~= KIND_RANGE then
       local rev = {}
       for j = #items, 1, -1 do rev[#rev + 1] = items[j] end
@@ -506,17 +517,110 @@ local function remains(key, emptied, listMore)
   return redis.call('EXISTS', unpack(list, k)) > 0
 end
 
+-- Groups (groups.go): a popped marker stands for its group's next message.
+-- Under the group's concurrency limit, the message replaces it in the pop
+-- (LPOP of the group's list), and while the group has more the marker goes
+-- back to the tail of its list (push_entry, named as any write): the
+-- groups with work at a priority are served in turn, each first in, first
+-- out. At its limit (counted in flight, G_INFLIGHT), the marker is parked
+-- (G_PARK, written at the end) until a lease of the group ends (group_done).
+-- A marker whose group's list is empty (its messages cancelled) is dropped.
+-- The counts and parks are written last, after the leases; undo reverses the
+-- rest (p.groups: {group list, message, list, marker back, marker}).
+-- Limits (G_LIMITS: group -> concurrency, '' for every group) are read once
+-- per group and take, with the group's count in flight. A key of the wrong
+-- type among these is passed by: no limit, no count.
+local gtaken, gready, gpark, glimit = {}, {}, {}, {}
+local gmarks = 0 -- markers out of the lanes (parked, or dropped)
+-- The queue's (or shard's) key prefix, for its group keys.
+local qprefix = lanePrefix and string.sub(lanePrefix, 1, #lanePrefix - #'lane:') or
+  string.match(KEYS[FIRST] or '', '^(.*)lane:%d+$') or ''
+local function group_limit(g)
+  local l = glimit[g]
+  if l == nil then
+    local v = redis.pcall('HMGET', qprefix .. G_LIMITS, g, '')
+    l = false
+    if type(v) == 'table' and not v.err then
+      l = tonumber(v[1] or v[2] or '') or false
+      if l and l <= 0 then l = false end
+    end
+    if l then
+      local n = redis.pcall('HGET', qprefix .. G_INFLIGHT, g)
+      gtaken[g] = gtaken[g] or 0
+      l = {l, tonumber(type(n) == 'string' and n or '') or 0}
+    end
+    glimit[g] = l
+  end
+  return l
+end
+local requeued = false
+local function resolve(p)
+  if kind == KIND_RANGE then return end
+  local items, kept = p[2], nil
+  for j, item in ipairs(items) do
+    local b = string.byte(item, 1)
+    local g
+    if b == 0 then g = string.sub(item, 2) elseif b == ENV_V3 then g = env_group(item) end
+    if g then
+      if not kept then
+        kept = {unpack(items, 1, j - 1)}
+        p.orig, p.groups = items, {}
+      end
+      if b ~= 0 then
+        -- A message of a group in the lane itself (group_push passed its
+        -- group's list by): delivered as it is, counted in flight.
+        kept[#kept + 1] = item
+        gtaken[g] = (gtaken[g] or 0) + 1
+      else
+        local lim = group_limit(g)
+        local list = p[3] or p[1]
+        if lim and lim[2] + (gtaken[g] or 0) >= lim[1] then
+          gpark[g] = (gpark[g] and gpark[g] .. ' ' or '') .. string.match(p[1], '(%d+)$') .. '|' .. (p[4] or '')
+          gmarks = gmarks + 1
+        else
+          local glist = list .. G_LIST .. g
+          local msg = redis.pcall('LPOP', glist)
+          if type(msg) == 'string' then
+            kept[#kept + 1] = msg
+            gtaken[g] = (gtaken[g] or 0) + 1
+            gready[g] = (gready[g] or 0) + 1
+            local back = redis.call('EXISTS', glist) == 1
+            if back then
+              push_entry(p[1], kind, p[4], item, 'RPUSH')
+              requeued = true
+              if kind == KIND_LISTS then p[5] = true end
+            end
+            if not back then gmarks = gmarks + 1 end
+            p.groups[#p.groups + 1] = {glist, msg, list, back, item}
+          else
+            gmarks = gmarks + 1
+          end
+        end
+      end
+    elseif kept then
+      kept[#kept + 1] = item
+    end
+  end
+  if kept then p[2] = kept end
+end
+
+local raw = #res[2]
+resolve(res)
 local got = #res[2]
-local more = remains(res[1], got < count, res[5])
+local more = remains(res[1], raw < count, res[5])
 while more and got < count do
-  res = take_pop(redis.pcall, false, count - got)
+  local want = count - got
+  res = take_pop(redis.pcall, false, want)
   -- (not res: EXISTS saw work, so only for names without a list, or below
   -- the floor)
   if not res or res.err then break end
   pops[#pops + 1] = res
-  more = remains(res[1], #res[2] < count - got, res[5])
+  raw = #res[2]
+  resolve(res)
+  more = remains(res[1], raw < want, res[5])
   got = got + #res[2]
 end
+if requeued then more = true end
 if belowFloor then
   more = true
   if not top or belowFloor > top then top = belowFloor end
@@ -602,5 +706,23 @@ if err then undo(err, true, false) end
 if more then
   local ok = try_arm(KEYS[4], top)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
+end
+-- Groups' counts and parks, last (see resolve): nothing can fail after.
+for g, n in pairs(gtaken) do
+  if n > 0 then redis.pcall('HINCRBY', qprefix .. G_INFLIGHT, g, n) end
+end
+for g, n in pairs(gready) do
+  local left = redis.pcall('HINCRBY', qprefix .. G_READY, g, -n)
+  if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, g) end
+end
+if gmarks > 0 then
+  local left = redis.pcall('HINCRBY', qprefix .. G_READY, '', -gmarks)
+  if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, '') end
+end
+for g, entries in pairs(gpark) do
+  local key = qprefix .. G_PARK
+  local was = redis.pcall('HGET', key, g)
+  if type(was) == 'string' then entries = was .. ' ' .. entries end
+  redis.pcall('HSET', key, g, entries)
 end
 return with_broken(out, top)

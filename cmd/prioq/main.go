@@ -45,9 +45,11 @@ commands:
   create <queue> [--layout levels:N|range:LO:HI:SEGMENTS] [--mode at-least-once|at-most-once] [--shards N]
   queues [pattern] [--sort name|ready|oldest|rate] [--window D] [--json]
                                   the queues with depth, oldest ready and rates over D
-  stats <queue> [--json] [--watch D]
+  stats <queue> [--json] [--watch D] [--groups N]
+                                  with the N most loaded groups (10 by default)
   peek <queue> [-n N] [--payload]
-  enqueue <queue> [--priority P] [--delay D] [--id ID] [--header k=v]... [payload | -]
+  enqueue <queue> [--priority P] [--delay D] [--id ID] [--group G] [--header k=v]... [payload | -]
+  limit <queue> <group | '*'> <concurrency>   a group's limit ('*': every group's; 0: none)
   cancel <queue> <id>
   dead <queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]
   pause <queue> | resume <queue>
@@ -109,7 +111,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return nil
 	}
 	known := map[string]bool{"create": true, "queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
-		"dead": true, "pause": true, "resume": true, "purge": true, "web": true}
+		"dead": true, "pause": true, "resume": true, "purge": true, "web": true, "limit": true}
 	if !known[cmd] {
 		return bad("unknown command %q (prioq help lists them)", cmd)
 	}
@@ -156,6 +158,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return nil
 	case "dead":
 		return dead(ctx, q, rest, stdin, stdout)
+	case "limit":
+		return limit(ctx, q, rest, stdout)
 	case "pause", "resume":
 		if len(rest) != 0 {
 			return bad("usage: prioq %s <queue>", cmd)
@@ -492,6 +496,7 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 	fs := newFlags("stats")
 	asJSON := fs.Bool("json", false, "")
 	watch := fs.Duration("watch", 0, "")
+	topGroups := fs.Int("groups", 10, "")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -501,6 +506,12 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 		st, err := q.Stats(ctx)
 		if err != nil {
 			return err
+		}
+		var groups []prioq.GroupStats
+		if st.Groups > 0 || st.InFlight > 0 {
+			if groups, err = q.Groups(ctx, *topGroups); err != nil {
+				return err
+			}
 		}
 		now := time.Now()
 		// With --watch, rates over the interval since the last line: the
@@ -516,7 +527,7 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			out := map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
 				"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
 				"oldest_ready_seconds": st.OldestReady.Seconds(), "paused": st.Paused,
-				"enqueued_total": st.Enqueued, "acked_total": st.Acked}
+				"enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups, "top_groups": groupsJSON(groups)}
 			if enqRate != nil {
 				out["enqueued_per_second"], out["acked_per_second"] = *enqRate, *ackRate
 			}
@@ -537,7 +548,16 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			if enqRate != nil {
 				fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
 			}
+			fmt.Fprintf(tw, "groups\t%d\n", st.Groups)
 			tw.Flush()
+			if len(groups) > 0 {
+				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "group\tready\tin flight\tlimit\tat limit")
+				for _, g := range groups {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", g.Group, g.Ready, g.InFlight, g.Limit, g.Parked)
+				}
+				tw.Flush()
+			}
 			if len(st.Shards) > 0 {
 				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "shard\tslot\tnode\tready\tdelayed\tin flight\tdead")
@@ -601,6 +621,7 @@ func enqueue(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader
 	prio := fs.Int64("priority", 0, "")
 	delay := fs.Duration("delay", 0, "")
 	id := fs.String("id", "", "")
+	group := fs.String("group", "", "")
 	headers := headerFlags{}
 	fs.Var(headers, "header", "")
 	pos, err := parse(fs, args, -1)
@@ -627,6 +648,8 @@ func enqueue(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader
 			opts = append(opts, prioq.Priority(*prio))
 		case "id":
 			opts = append(opts, prioq.ID(*id))
+		case "group":
+			opts = append(opts, prioq.Group(*group))
 		}
 	})
 	got, err := q.Enqueue(ctx, payload, opts...)
@@ -718,4 +741,37 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 // quietLogger keeps prioq's own log lines to warnings and worse, on stderr.
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// groupsJSON is the groups of stats --json (an empty list, not null).
+func groupsJSON(gs []prioq.GroupStats) []map[string]any {
+	out := []map[string]any{}
+	for _, g := range gs {
+		out = append(out, map[string]any{"group": g.Group, "ready": g.Ready, "in_flight": g.InFlight, "limit": g.Limit, "at_limit": g.Parked})
+	}
+	return out
+}
+
+// limit sets a group's concurrency limit ('*': every group's).
+func limit(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) error {
+	if len(args) != 2 {
+		return bad("usage: prioq limit <queue> <group | '*'> <concurrency>")
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 {
+		return bad("limit: concurrency %q is not a count (0 removes the limit)", args[1])
+	}
+	group := args[0]
+	if group == "*" {
+		group = ""
+	}
+	if err := q.SetGroupLimit(ctx, group, prioq.GroupLimit{Concurrency: n}); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(w, "%s: group %s without a limit\n", q.Name(), args[0])
+	} else {
+		fmt.Fprintf(w, "%s: group %s limited to %d in flight\n", q.Name(), args[0], n)
+	}
+	return nil
 }

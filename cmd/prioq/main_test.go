@@ -432,3 +432,41 @@ func TestQueuesTenThousand(t *testing.T) {
 	assert.True(t, strings.HasPrefix(lines[10000], names[9999]+" "), lines[10000])
 	assert.NotContains(t, out, "error")
 }
+
+// Groups: enqueue --group, limit, and stats with the most loaded groups.
+func TestGroupsEnqueueLimitStats(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	for i := 0; i < 3; i++ {
+		_, errOut, code := prioqCmd(t, "", "enqueue", q.Name(), "--group", "acme", fmt.Sprint(i))
+		require.Equal(t, 0, code, errOut)
+	}
+	_, errOut, code := prioqCmd(t, "", "enqueue", q.Name(), "--group", "zeta", "z")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := prioqCmd(t, "", "limit", q.Name(), "*", "2")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "limited to 2")
+	_, _, code = prioqCmd(t, "", "limit", q.Name(), "acme", "x")
+	assert.Equal(t, 2, code)
+	_, errOut, code = prioqCmd(t, "", "enqueue", q.Name(), "--group", "a b", "x")
+	assert.Equal(t, 2, code, "a bad group is bad input")
+	assert.Contains(t, errOut, "group")
+
+	out, _, code = prioqCmd(t, "", "stats", q.Name(), "--json")
+	require.Equal(t, 0, code)
+	var js map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, 2.0, js["groups"])
+	assert.Equal(t, 4.0, js["ready"])
+	assert.Equal(t, []any{
+		map[string]any{"group": "acme", "ready": 3.0, "in_flight": 0.0, "limit": 2.0, "at_limit": false},
+		map[string]any{"group": "zeta", "ready": 1.0, "in_flight": 0.0, "limit": 2.0, "at_limit": false},
+	}, js["top_groups"])
+	out, _, code = prioqCmd(t, "", "stats", q.Name(), "--groups", "1")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "acme")
+	assert.NotContains(t, out, "zeta", "only the most loaded group")
+	gs, err := q.Groups(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, gs, 2)
+}

@@ -1,0 +1,235 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+)
+
+// groupEvent is a G or F line of a consume-groups helper.
+type groupEvent struct {
+	id, group string
+	at        int64 // unix ns on this host
+}
+
+func groupEvents(t *testing.T, h *helperProc, kind string) []groupEvent {
+	t.Helper()
+	var out []groupEvent
+	for _, line := range h.get(kind) {
+		// The helper's line is "kind id group at": get gives "id group at".
+		f := strings.Fields(line)
+		require.Len(t, f, 3, "event %q", line)
+		at, err := strconv.ParseInt(f[2], 10, 64)
+		require.NoError(t, err)
+		out = append(out, groupEvent{f[0], f[1], at})
+	}
+	return out
+}
+
+// One tenant enqueues 100,000 messages, then 99 tenants 10 each, all at the
+// same priority; 8 consumers in two processes. Every quiet tenant's 10
+// messages are delivered within the first 2,000 deliveries (ordered by when
+// their handlers started); without groups they would come after the 100,000.
+func TestGroupsFairnessWithConsumerProcesses(t *testing.T) {
+	leakCheck(t)
+	redis := ownRedis(t)
+	cl := newPool(t, redis.Addr, 16)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec := queueSpec{queueName(t), "levels", "alo"}
+	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	require.NoError(t, err)
+	const loud, quiet, each = 100000, 99, 10
+	items := make([]prioq.EnqueueItem, 0, prioq.MaxBatch)
+	flush := func() {
+		res, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+		require.Len(t, res, len(items))
+		items = items[:0]
+	}
+	for i := 0; i < loud; i++ {
+		items = append(items, prioq.EnqueueItem{Payload: []byte("loud"), Options: []prioq.Option{prioq.Priority(2), prioq.Group("loud")}})
+		if len(items) == cap(items) {
+			flush()
+		}
+	}
+	flush()
+	for g := 0; g < quiet; g++ {
+		for i := 0; i < each; i++ {
+			items = append(items, prioq.EnqueueItem{Payload: []byte("quiet"), Options: []prioq.Option{prioq.Priority(2), prioq.Group(fmt.Sprintf("quiet-%02d", g))}})
+		}
+		flush()
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, loud+quiet*each, st.Ready)
+	require.EqualValues(t, 1+quiet, st.Groups)
+
+	hs := []*helperProc{
+		startHelper(t, "consume-groups", redis.Addr, spec, "H_WORKERS=4"),
+		startHelper(t, "consume-groups", redis.Addr, spec, "H_WORKERS=4"),
+	}
+	quietSeen := func() int {
+		n := 0
+		for _, h := range hs {
+			for _, e := range groupEvents(t, h, "G") {
+				if e.group != "loud" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return quietSeen() >= quiet*each }, 2*time.Minute, 20*time.Millisecond)
+	for _, h := range hs {
+		h.kill()
+	}
+	var all []groupEvent
+	for _, h := range hs {
+		all = append(all, groupEvents(t, h, "G")...)
+	}
+	slices.SortFunc(all, func(a, b groupEvent) int { return int(a.at - b.at) })
+	last := map[string]int{} // quiet group -> delivery position (1-based) of its last message
+	for i, e := range all {
+		if e.group != "loud" {
+			last[e.group] = i + 1
+		}
+	}
+	require.Len(t, last, quiet)
+	positions := make([]int, 0, quiet)
+	for _, p := range last {
+		positions = append(positions, p)
+	}
+	slices.Sort(positions)
+	t.Logf("%d deliveries seen; position of each quiet tenant's last message: min %d, median %d, max %d (all: %v)",
+		len(all), positions[0], positions[len(positions)/2], positions[len(positions)-1], positions)
+	assert.LessOrEqual(t, positions[len(positions)-1], 2000, "every quiet tenant done within the first 2,000 deliveries")
+}
+
+// Concurrency 1 per group while consumer processes are SIGKILLed, leases
+// expire and Redis is killed and restarted with AOF: from the handlers'
+// start and end times, no group ever has two messages in a handler at once,
+// and every message is handled.
+func TestGroupConcurrencyUnderChaos(t *testing.T) {
+	leakCheck(t)
+	redis := ownRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	cl := newPool(t, redis.Addr, 16)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec := queueSpec{queueName(t), "levels", "alo"}
+	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	require.NoError(t, err)
+	require.NoError(t, q.SetGroupLimit(ctx, "", prioq.GroupLimit{Concurrency: 1}))
+	const groups, each = 30, 100
+	rng := newRand(t, 1)
+	sent := map[string]bool{}
+	for g := 0; g < groups; g++ {
+		items := make([]prioq.EnqueueItem, each)
+		for i := range items {
+			items[i] = prioq.EnqueueItem{Payload: []byte("job"), Options: []prioq.Option{
+				prioq.Priority(rng.Int64N(5)), prioq.Group(fmt.Sprintf("g%02d", g))}}
+		}
+		res, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+		for _, r := range res {
+			sent[r.ID] = true
+		}
+	}
+
+	var procs []*helperProc
+	killedAt := map[*helperProc]int64{}
+	spawn := func() *helperProc {
+		h := startHelper(t, "consume-groups", redis.Addr, spec, "H_WORKERS=4", "H_LIMIT=1", "H_HANDLE_MS=20")
+		procs = append(procs, h)
+		return h
+	}
+	remaining := func() (int64, error) {
+		st, err := q.Stats(ctx)
+		return st.Ready + st.InFlight + st.Delayed, err
+	}
+	live := []*helperProc{spawn(), spawn()}
+	const kills = 6
+	restarted := false
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(300+rng.IntN(300)) * time.Millisecond)
+		i := rng.IntN(len(live))
+		killedAt[live[i]] = time.Now().UnixNano()
+		live[i].kill()
+		live[i] = spawn()
+		if k == kills/2 {
+			require.NoError(t, redis.Kill())
+			require.NoError(t, redis.Start())
+			restarted = true
+		}
+	}
+	require.True(t, restarted)
+	require.Eventually(t, func() bool { n, err := remaining(); return err == nil && n == 0 }, 3*time.Minute, 50*time.Millisecond)
+	for _, h := range live {
+		killedAt[h] = time.Now().UnixNano()
+		h.kill()
+	}
+
+	type span struct {
+		id         string
+		start, end int64
+	}
+	byGroup := map[string][]span{}
+	handled := map[string]bool{}
+	interrupted := 0 // started in a process killed before it ended
+	for _, h := range procs {
+		fs := groupEvents(t, h, "F")
+		for _, e := range groupEvents(t, h, "G") {
+			handled[e.id] = true
+			end := int64(-1)
+			for _, f := range fs {
+				if f.id == e.id && f.at >= e.at {
+					end = f.at
+					break
+				}
+			}
+			if end < 0 { // started, never ended: the process was killed
+				end = killedAt[h]
+				interrupted++
+			}
+			byGroup[e.group] = append(byGroup[e.group], span{e.id, e.at, end})
+		}
+	}
+	overlaps := 0
+	for g, spans := range byGroup {
+		slices.SortFunc(spans, func(a, b span) int { return int(a.start - b.start) })
+		for i := 1; i < len(spans); i++ {
+			if spans[i].start < spans[i-1].end {
+				overlaps++
+				t.Errorf("group %s: %s started at %d while %s ran (%d..%d)", g, spans[i].id, spans[i].start,
+					spans[i-1].id, spans[i-1].start, spans[i-1].end)
+			}
+		}
+	}
+	lost := 0
+	for id := range sent {
+		if !handled[id] {
+			lost++
+		}
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	gs, err := q.Groups(ctx, 0)
+	require.NoError(t, err)
+	t.Logf("%d messages in %d groups of concurrency 1, %d consumer processes SIGKILLed (%d deliveries interrupted), Redis killed and restarted with AOF once: %d overlaps, %d lost, %d dead",
+		len(sent), groups, kills, interrupted, overlaps, lost, st.Dead)
+	assert.Positive(t, interrupted, "the kills fell on deliveries in progress")
+	assert.Zero(t, lost)
+	assert.Zero(t, st.Dead)
+	assert.Empty(t, gs, "every group's counts back to zero")
+}
