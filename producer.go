@@ -374,6 +374,41 @@ func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 	if s.canSendPlain(ps) {
 		return s.sendPlain(ctx, ps[0])
 	}
+	if len(ps) == 1 && ps[0].grouped {
+		return s.sendGrouped(ctx, ps[0])
+	}
+	return s.sendScript(ctx, ps)
+}
+
+// sendGrouped stores one message of a group, merged with the single
+// enqueues of messages of groups that other goroutines make at the same
+// time: one enqueue.lua call for all of them (a group's message needs the
+// script: its marker goes into the lane only when its group's list was
+// empty). Each gets its own outcome; a failure of the call is each one's.
+func (s *shard) sendGrouped(ctx context.Context, p prepared) ([]EnqueueResult, error) {
+	r := s.grouped.do(ctx, p, func(ctx context.Context, ps []prepared) []plainResult {
+		out := make([]plainResult, len(ps))
+		res, err := s.sendScript(ctx, ps)
+		for i := range out {
+			if i < len(res) {
+				out[i] = plainResult{res: res[i], err: res[i].Err}
+			}
+			if out[i].err == nil {
+				out[i].err = err
+			}
+		}
+		return out
+	}, func(err error) plainResult {
+		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)}
+	})
+	if r.err != nil && r.res.ID == "" {
+		return nil, r.err
+	}
+	return []EnqueueResult{r.res}, r.err
+}
+
+// sendScript stores ps with enqueue.lua: one call, atomic.
+func (s *shard) sendScript(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
 	keys := []string{s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.wake, s.k.counts}
 	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
 	args := make([]string, 0, 3+7*len(ps))

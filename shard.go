@@ -39,10 +39,12 @@ type shard struct {
 	// Merged calls: single enqueues (producer.go), acks of messages with
 	// generated ids (a pipeline) and with caller ids (ack.lua) (lease.go),
 	// takes (take.go).
-	plain  *coalescer[prepared, plainResult]
-	acks   *coalescer[ackReq, error]
-	idAcks *coalescer[ackReq, error]
-	takes  takeMergers
+	plain *coalescer[prepared, plainResult]
+	// grouped merges single enqueues of messages of a group (enqueue.lua).
+	grouped *coalescer[prepared, plainResult]
+	acks    *coalescer[ackReq, error]
+	idAcks  *coalescer[ackReq, error]
+	takes   takeMergers
 
 	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
 
@@ -64,6 +66,8 @@ type shard struct {
 func newShard(c Client, name string, cfg *Config, k keySet) *shard {
 	s := &shard{c: c, name: name, cfg: cfg, k: k}
 	s.plain = &coalescer[prepared, plainResult]{size: func(p prepared) int { return len(p.env) },
+		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
+	s.grouped = &coalescer[prepared, plainResult]{size: func(p prepared) int { return len(p.env) },
 		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
 	s.acks = &coalescer[ackReq, error]{size: func(ackReq) int { return 1 },
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}

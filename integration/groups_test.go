@@ -164,6 +164,12 @@ func TestGroupConcurrencyUnderChaos(t *testing.T) {
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(300+rng.IntN(300)) * time.Millisecond)
 		i := rng.IntN(len(live))
+		// Kill it in the middle of a handler (a slow machine may still be
+		// starting it): its lease is left to expire.
+		busy := func() bool { return len(live[i].get("G")) > len(live[i].get("F")) }
+		for end := time.Now().Add(5 * time.Second); !busy() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
 		killedAt[live[i]] = time.Now().UnixNano()
 		live[i].kill()
 		live[i] = spawn()

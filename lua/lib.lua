@@ -260,6 +260,15 @@ local function each_in(key, cmd, fn)
   end
 end
 
+-- marker_group is the group whose marker e is (G_MARK and a valid group
+-- key, groups.go validateGroup), or nil: an entry that only starts like a
+-- marker (garbage written by hand) is passed on as an entry, and buried
+-- as one that does not decode.
+local function marker_group(e)
+  if string.sub(e, 1, 1) ~= G_MARK or #e > 129 then return nil end
+  return string.match(e, '^.([!-~]+)$')
+end
+
 -- lane_each calls fn(entry, key) for each message of a lane in serving
 -- order until fn returns true, key being the key that holds the entry (the
 -- lane, or for KIND_LISTS the priority's list, or a group's list), and
@@ -271,8 +280,9 @@ local function lane_each(lane, kind, fn)
   -- A group's marker stands for its group's list (group_push), whose
   -- messages are the group's at that place: key is then the group's list.
   local function entry(e, key)
-    if string.sub(e, 1, 1) == G_MARK then
-      local glist = key .. G_LIST .. string.sub(e, 2)
+    local g = marker_group(e)
+    if g then
+      local glist = key .. G_LIST .. g
       return redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', fn)
     end
     return fn(e, key)

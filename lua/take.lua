@@ -560,7 +560,7 @@ local function resolve(p)
   for j, item in ipairs(items) do
     local b = string.byte(item, 1)
     local g
-    if b == 0 then g = string.sub(item, 2) elseif b == ENV_V3 then g = env_group(item) end
+    if b == 0 then g = marker_group(item) elseif b == ENV_V3 then g = env_group(item) end
     if g then
       if not kept then
         kept = {unpack(items, 1, j - 1)}
