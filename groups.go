@@ -128,10 +128,13 @@ type GroupStats struct {
 
 // Groups returns the figures of the groups with messages waiting or in
 // flight, the most loaded first (Ready + InFlight, then name), at most n
-// (n <= 0: all). It reads every group's counts: O(groups), one round trip
-// per shard.
+// (n <= 0: all). It reads every group's counts and every in-flight record:
+// O(groups + messages in flight), two round trips per shard.
 func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
-	type counts struct{ ready, inflight, park, limits map[string]string }
+	type counts struct {
+		ready, park, limits map[string]string
+		inflight            []string // group, count, ...
+	}
 	per := make([]counts, len(q.shards))
 	err := q.eachShard(func(i int, s *shard) error {
 		c := &per[i]
@@ -139,11 +142,15 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 			*c = counts{}
 			p := radix.NewPipeline()
 			p.Append(radix.Cmd(&c.ready, "HGETALL", s.k.gready))
-			p.Append(radix.Cmd(&c.inflight, "HGETALL", s.k.ginflight))
 			p.Append(radix.Cmd(&c.park, "HGETALL", s.k.gpark))
 			p.Append(radix.Cmd(&c.limits, "HGETALL", s.k.glimits))
 			return p
 		})
+		if err == nil {
+			// (A script, so not in the pipeline: radix sends EVALSHA and
+			// falls back to EVAL, which a pipeline cannot.)
+			err = s.do(ctx, groupInflightScript.Cmd(&c.inflight, []string{s.k.inflight}))
+		}
 		if err != nil {
 			return fmt.Errorf("prioq: groups of %q: %w", q.name, err)
 		}
@@ -168,8 +175,8 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 				get(g).Ready, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
-		for g, v := range c.inflight {
-			get(g).InFlight, _ = strconv.ParseInt(v, 10, 64)
+		for j := 0; j+1 < len(c.inflight); j += 2 {
+			get(c.inflight[j]).InFlight, _ = strconv.ParseInt(c.inflight[j+1], 10, 64)
 		}
 		for g := range c.park {
 			get(g).Parked = true

@@ -96,7 +96,7 @@ func existingGroupKeys(t *testing.T, c radix.Client, q *Queue) []string {
 	var out []string
 	for _, k := range existingKeys(t, q) {
 		if strings.Contains(k, groupListTag) || strings.HasSuffix(k, groupReadyName) ||
-			strings.HasSuffix(k, groupInflightName) || strings.HasSuffix(k, groupParkName) {
+			strings.Contains(k, groupLeasesTag) || strings.HasSuffix(k, groupParkName) {
 			out = append(out, k)
 		}
 	}

@@ -52,8 +52,11 @@ import (
 //	                            or the marker is parked (gpark). Names built by the
 //	                            scripts (lib.lua group_push) from the list's name
 //	prioq:{Q}:gready    HASH    group -> messages waiting in its lists
-//	prioq:{Q}:ginflight HASH    group -> its messages leased (counted by take.lua, lowered
-//	                            when a lease ends: ack, retry, dead letter, expiry, release)
+//	prioq:{Q}:gleases:G SET     the lease tokens of group G's messages in flight: added by
+//	                            take.lua, removed when a lease ends (ack, retry, dead
+//	                            letter, expiry, release); its size is what the group's
+//	                            concurrency limit bounds. Built by the scripts from a
+//	                            lane key, and by Go (keySet.groupLeases)
 //	prioq:{Q}:gpark     HASH    group -> "N|score N|score ...": its markers taken out of
 //	                            lanes N (score: Range) at its concurrency limit, put back
 //	                            when one of its leases ends
@@ -93,7 +96,7 @@ import (
 type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	filled                                         string
-	gready, ginflight, gpark, glimits              string
+	gready, gpark, glimits                         string
 	wake, paused, leases, inflight, dead           string
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
@@ -200,12 +203,11 @@ func keysAt(p, meta string, lanes int) keySet {
 		counts:   p + "counts",
 		filled:   p + filledName,
 		// Groups (groups.go).
-		gready:    p + groupReadyName,
-		ginflight: p + groupInflightName,
-		gpark:     p + groupParkName,
-		glimits:   p + groupLimitsName,
-		lanes:     make([]string, lanes),
-		prefix:    p,
+		gready:  p + groupReadyName,
+		gpark:   p + groupParkName,
+		glimits: p + groupLimitsName,
+		lanes:   make([]string, lanes),
+		prefix:  p,
 	}
 	k.laneIndex = make(map[string]int, lanes)
 	for i := range k.lanes {
@@ -227,6 +229,9 @@ func keysAt(p, meta string, lanes int) keySet {
 	return k
 }
 
+// groupLeases is the key of the lease tokens of group g in flight.
+func (k keySet) groupLeases(g string) string { return k.prefix + groupLeasesTag + g }
+
 // prioList is the key of the list of priority p (Range, format 4); the
 // scripts build the same name from a lane key (lua/lib.lua plist_key).
 func (k keySet) prioList(p int64) string {
@@ -244,7 +249,7 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
-		k.gready, k.ginflight, k.gpark, k.glimits}, k.lanes...)
+		k.gready, k.gpark, k.glimits}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

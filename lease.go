@@ -42,7 +42,7 @@ func (m *Message) Ack(ctx context.Context) error {
 		return nil // acked already: nothing to do, no round trip
 	}
 	acks := m.s.acks
-	if m.callerID || m.Group != "" {
+	if m.callerID {
 		acks = m.s.idAcks
 	}
 	err := acks.do(ctx, m.ackReq(), m.s.ack, func(err error) error { return fmt.Errorf("prioq: ack %q: %w", m.ID, err) })
@@ -190,11 +190,12 @@ func (m *Message) ackReq() ackReq {
 // another command (the HINCRBY of the total refused at maxmemory, an HDEL on
 // a wrong-typed record hash, which then holds no record) is not its error.
 // Caller ids must be released only when the ack wins, which needs the ZREM's
-// answer first, and so must a group's count in flight be lowered, so batches
-// holding either go through ack.lua (Ack merges them apart from the others:
-// see shard.idAcks).
+// answer first, so batches holding one go through ack.lua (Ack merges them
+// apart from the others: see shard.idAcks). A message of a group leaves its
+// group's leases by an SREM of its token (idempotent, so it needs no fence),
+// and when the group waits at its limit its markers go back (unpark.lua).
 func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
-	if !slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller || r.group != "" }) {
+	if !slices.ContainsFunc(reqs, func(r ackReq) bool { return r.caller }) {
 		return s.ackPipelined(ctx, reqs)
 	}
 	removed := make([]int, len(reqs))
@@ -248,15 +249,24 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 	}
 	errs := make([]error, len(reqs))
 	wait := 5 * time.Millisecond
+	var unpark []string // groups whose ack won while they waited at their limit
 	for round := 0; len(jobs) > 0; round++ {
 		removed, hdel := make([]int, len(jobs)), make([]int, len(jobs)) // -1: no reply yet
+		parked := make([]int, len(jobs))
 		p := radix.NewPipeline()
 		for j, jb := range jobs {
 			removed[j], hdel[j] = -1, -1
+			r := reqs[jb.i]
 			if jb.zrem {
-				p.Append(radix.Cmd(&removed[j], "ZREM", s.k.leases, reqs[jb.i].token))
+				p.Append(radix.Cmd(&removed[j], "ZREM", s.k.leases, r.token))
 			}
-			p.Append(radix.Cmd(&hdel[j], "HDEL", s.k.inflight, reqs[jb.i].token))
+			p.Append(radix.Cmd(&hdel[j], "HDEL", s.k.inflight, r.token))
+			if r.group != "" {
+				// After the ZREM: a take that parked the group before it
+				// is seen here; one after it counts without this token.
+				p.Append(radix.Cmd(nil, "SREM", s.k.groupLeases(r.group), r.token))
+				p.Append(radix.Cmd(&parked[j], "HEXISTS", s.k.gpark, r.group))
+			}
 		}
 		if round == 0 {
 			// The total for rates (Stats.Acked): a pipeline cannot make it
@@ -287,6 +297,12 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 					continue
 				case removed[j] == 0:
 					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, ErrLeaseLost)
+				case parked[j] == 1 && !slices.Contains(unpark, reqs[jb.i].group):
+					unpark = append(unpark, reqs[jb.i].group)
+					errs[jb.i] = nil
+					if notRepl != nil {
+						errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, notRepl)
+					}
 				case notRepl != nil:
 					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, notRepl)
 				default:
@@ -301,6 +317,14 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 			break
 		}
 		jobs, wait = redo, min(2*wait, 100*time.Millisecond)
+	}
+	if len(unpark) > 0 {
+		// The acks stand whatever this does: a group left parked gets its
+		// markers back at its next lease end, or by SetGroupLimit.
+		args := append([]string{s.kind()}, unpark...)
+		if err := s.do(ctx, unparkScript.Cmd(nil, []string{s.k.wake, s.k.lanes[0]}, args...)); err != nil {
+			s.cfg.Logger.WarnContext(ctx, "prioq: putting back groups waiting at their limit", "queue", s.name, "groups", unpark, "error", err)
+		}
 	}
 	return errs
 }

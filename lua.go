@@ -148,6 +148,14 @@ var (
 	ackSrc    string
 	ackScript = newScript(ackSrc)
 
+	//go:embed lua/unpark.lua
+	unparkSrc    string
+	unparkScript = newScript(unparkSrc)
+
+	//go:embed lua/groupinflight.lua
+	groupInflightSrc    string
+	groupInflightScript = newScript(groupInflightSrc)
+
 	//go:embed lua/grouplimit.lua
 	groupLimitSrc    string
 	groupLimitScript = newScript(groupLimitSrc)

@@ -58,11 +58,11 @@ const (
 	// its prefix, and what a group's list key has after the list (a level's
 	// lane, a Range priority's list) its marker is in. Scripts build them
 	// from a lane key.
-	groupReadyName    = "gready"
-	groupInflightName = "ginflight"
-	groupParkName     = "gpark"
-	groupLimitsName   = "glimits"
-	groupListTag      = ":g:"
+	groupReadyName  = "gready"
+	groupLeasesTag  = "gleases:" // then the group: a SET of its lease tokens
+	groupParkName   = "gpark"
+	groupLimitsName = "glimits"
+	groupListTag    = ":g:"
 
 	// groupMark is the first byte of a group's marker in a list (the marker
 	// is it and the group): an envelope starts with its version, never 0.
@@ -167,7 +167,7 @@ func luaConstants() string {
 	str("FILLED_KEY", filledName)
 	str("FILLED_WHOLE", filledWhole)
 	str("G_READY", groupReadyName)
-	str("G_INFLIGHT", groupInflightName)
+	str("G_LEASES", groupLeasesTag)
 	str("G_PARK", groupParkName)
 	str("G_LIMITS", groupLimitsName)
 	str("G_LIST", groupListTag)

@@ -1,5 +1,5 @@
--- ack.lua: acknowledge deliveries whose ids were given by the producer, or
--- whose messages belong to a group.
+-- ack.lua: acknowledge deliveries whose ids were given by the producer (of
+-- a group or not).
 --
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:leases    ZSET
@@ -12,10 +12,10 @@
 -- ARGV[2..] triples: lease token, id ('' for a generated id), group ('' for
 --          none)
 -- Returns: one integer per triple, 1 acked, 0 lease lost (nothing changed).
--- Messages with generated ids and no group are acked without Lua (ZREM +
--- HDEL in a pipeline); a caller id must be released, and a group's count in
--- flight lowered, only when the ack wins, which needs the ZREM's answer
--- first, hence this script. Every write removes something but a group's
+-- Messages with generated ids are acked without Lua (ZREM + HDEL in a
+-- pipeline, and for a group SREM of the token from its leases, idempotent);
+-- a caller id must be released only when the ack wins, which needs the
+-- ZREM's answer first, hence this script. Every write removes something but a group's
 -- parked markers going back to their lanes (group_done), after the acks, so
 -- acks run at maxmemory. A leases key of the wrong type fails the first ZREM,
 -- before anything is written; the others are checked first.
@@ -27,7 +27,7 @@ for i = 2, #ARGV, 3 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
     won[#won + 1] = ARGV[i]
     if ARGV[i + 1] ~= '' then ids[#ids + 1] = ARGV[i + 1] end
-    if ARGV[i + 2] ~= '' then groups[#groups + 1] = ARGV[i + 2] end
+    if ARGV[i + 2] ~= '' then groups[#groups + 1] = {ARGV[i + 2], ARGV[i]} end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
@@ -43,7 +43,7 @@ if #won > 0 then redis.pcall('HINCRBY', KEYS[4], COUNT_ACKED, #won) end
 -- parked at its limit: then a consumer is woken.
 local unparked = false
 for _, g in ipairs(groups) do
-  if group_ended(KEYS[6], kind, g) then unparked = true end
+  if group_ended(KEYS[6], kind, g[1], g[2]) then unparked = true end
 end
 if unparked then try_arm(KEYS[5], nil) end
 return out

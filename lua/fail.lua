@@ -39,7 +39,7 @@ local function finish()
   redis.call('ZREM', KEYS[1], token)
   redis.call('HDEL', KEYS[2], token)
   -- A group's slot comes back with its lease (and its parked markers).
-  if ended and group_done(KEYS[9], kind, ended) then try_arm(KEYS[6], nil) end
+  if ended and group_done(KEYS[9], kind, ended, token) then try_arm(KEYS[6], nil) end
 end
 local function bury(record)
   need(KEYS[5], 'list')

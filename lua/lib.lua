@@ -455,13 +455,13 @@ local function group_unpark(lane, kind, g)
   return back > 0
 end
 
--- group_ended counts the end of a lease on a message of group g, of the
--- queue of lane key `lane`: one fewer in flight, which may bring the group
--- back from its concurrency limit (group_unpark, whose report it returns).
-local function group_ended(lane, kind, g)
-  local key = queue_key(lane, G_INFLIGHT)
-  local n = redis.pcall('HINCRBY', key, g, -1)
-  if type(n) == 'number' and n <= 0 then redis.pcall('HDEL', key, g) end
+-- group_ended ends lease token of a message of group g, of the queue of
+-- lane key `lane`: the token leaves the group's leases (a set: removing it
+-- twice, as an ack racing the sweep of its expired lease would, counts
+-- once), which may bring the group back from its concurrency limit
+-- (group_unpark, whose report it returns).
+local function group_ended(lane, kind, g, token)
+  redis.pcall('SREM', queue_key(lane, G_LEASES .. g), token)
   return group_unpark(lane, kind, g)
 end
 
@@ -470,10 +470,10 @@ end
 -- fewer of its group in flight, which may bring the group back from its
 -- concurrency limit (group_unpark). Nothing for a message without a group.
 -- Reports whether markers went back (the caller wakes a consumer).
-local function group_done(lane, kind, env)
+local function group_done(lane, kind, env, token)
   local g = kind ~= KIND_RANGE and env_group(env)
   if not g then return false end
-  return group_ended(lane, kind, g)
+  return group_ended(lane, kind, g, token)
 end
 
 -- by_lane collects {score, value} pairs per lane in the order they come, for

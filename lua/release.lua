@@ -31,7 +31,7 @@ local recs = hmget(KEYS[2], tokens)
 local add, flush = by_lane(5, kind)
 local usable = lane_checker(5, kind)
 local back, deads, best = 0, {}, nil
-local ended = {} -- envelopes of the leases ending here (group_done)
+local ended = {} -- {envelope, token} of the leases ending here (group_done)
 -- Last first: LPUSH puts its last value at the head, so the first token's
 -- message ends up first.
 for i = #tokens, 1, -1 do
@@ -41,7 +41,7 @@ for i = #tokens, 1, -1 do
     local ok, why = false, 'corrupt in-flight record'
     if lane then
       ok, why = usable(lane, score)
-      if kind ~= KIND_RANGE then ended[#ended + 1] = member end
+      if kind ~= KIND_RANGE then ended[#ended + 1] = {member, tokens[i]} end
     end
     if ok then
       add(lane, score, member)
@@ -65,8 +65,8 @@ chunked('HDEL', KEYS[2], tokens)
 flush('LPUSH')
 if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 local unparked = false
-for _, env in ipairs(ended) do
-  if group_done(KEYS[5], kind, env) then unparked = true end
+for _, e in ipairs(ended) do
+  if group_done(KEYS[5], kind, e[1], e[2]) then unparked = true end
 end
 if back > 0 or unparked then arm_wake(KEYS[4], best) end
 return back

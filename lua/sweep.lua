@@ -30,7 +30,7 @@ local tokens = redis.call('ZREVRANGEBYSCORE', KEYS[1], now, '-inf', 'LIMIT', 0, 
 local add, flush = by_lane(6, kind)
 local usable = lane_checker(6, kind)
 local back, deads, best = 0, {}, nil
-local ended = {} -- envelopes of the leases ending here, for their groups (group_done)
+local ended = {} -- {envelope, token} of the leases ending here, for their groups (group_done)
 if #tokens > 0 then
   local recs = hmget(KEYS[2], tokens)
   -- Newest-taken first: LPUSH puts the last value first, so the oldest
@@ -46,7 +46,7 @@ if #tokens > 0 then
         local why = 'corrupt in-flight record'
         deads[#deads + 1] = dead_record(UNKNOWN_LANE, '', now, why, rec)
       else
-        ended[#ended + 1] = string.sub(member, off + 1)
+        ended[#ended + 1] = {string.sub(member, off + 1), tokens[i]}
         -- The expired delivery counts now: take left the message as it was.
         local a = attempts(member, off)
         if a then
@@ -85,8 +85,8 @@ if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 -- A group's slot comes back when its lease ends, and with it the markers
 -- parked at its limit.
 local unparked = false
-for _, env in ipairs(ended) do
-  if group_done(KEYS[6], kind, env) then unparked = true end
+for _, e in ipairs(ended) do
+  if group_done(KEYS[6], kind, e[1], e[2]) then unparked = true end
 end
 if rearm and (back > 0 or unparked) then
   arm_wake(KEYS[4], best) -- the redelivered messages' best priority

@@ -522,7 +522,7 @@ end
 -- (LPOP of the group's list), and while the group has more the marker goes
 -- back to the tail of its list (push_entry, named as any write): the
 -- groups with work at a priority are served in turn, each first in, first
--- out. At its limit (counted in flight, G_INFLIGHT), the marker is parked
+-- out. At its limit (its lease tokens in G_LEASES), the marker is parked
 -- (G_PARK, written at the end) until a lease of the group ends (group_done).
 -- A marker whose group's list is empty (its messages cancelled) is dropped.
 -- The counts and parks are written last, after the leases; undo reverses the
@@ -530,12 +530,18 @@ end
 -- Limits (G_LIMITS: group -> concurrency, '' for every group) are read once
 -- per group and take, with the group's count in flight. A key of the wrong
 -- type among these is passed by: no limit, no count.
-local gtaken, gready, gpark, glimit = {}, {}, {}, {}
-local gmarks = 0 -- markers out of the lanes (parked, or dropped)
--- The queue's (or shard's) key prefix, for its group keys.
-local qprefix = lanePrefix and string.sub(lanePrefix, 1, #lanePrefix - #'lane:') or
-  string.match(KEYS[FIRST] or '', '^(.*)lane:%d+$') or ''
+-- G is this take's group state, made at its first message of a group (a
+-- take without groups makes none): per group, messages taken (taken), taken
+-- from its lists (ready), parked entries (park), limit read (limit), lease
+-- tokens (tokens); markers out of the lanes (marks); the key prefix.
+local G
+local function groups_begin()
+  G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, marks = 0,
+    prefix = lanePrefix and string.sub(lanePrefix, 1, #lanePrefix - #'lane:') or
+      string.match(KEYS[FIRST] or '', '^(.*)lane:%d+$') or ''}
+end
 local function group_limit(g)
+  local gtaken, glimit, qprefix = G.taken, G.limit, G.prefix
   local l = glimit[g]
   if l == nil then
     local v = redis.pcall('HMGET', qprefix .. G_LIMITS, g, '')
@@ -545,9 +551,9 @@ local function group_limit(g)
       if l and l <= 0 then l = false end
     end
     if l then
-      local n = redis.pcall('HGET', qprefix .. G_INFLIGHT, g)
+      local n = redis.pcall('SCARD', qprefix .. G_LEASES .. g)
       gtaken[g] = gtaken[g] or 0
-      l = {l, tonumber(type(n) == 'string' and n or '') or 0}
+      l = {l, type(n) == 'number' and n or 0}
     end
     glimit[g] = l
   end
@@ -562,6 +568,8 @@ local function resolve(p)
     local g
     if b == 0 then g = marker_group(item) elseif b == ENV_V3 then g = env_group(item) end
     if g then
+      if not G then groups_begin() end
+      local gtaken, gready, gpark = G.taken, G.ready, G.park
       if not kept then
         kept = {unpack(items, 1, j - 1)}
         p.orig, p.groups = items, {}
@@ -576,7 +584,7 @@ local function resolve(p)
         local list = p[3] or p[1]
         if lim and lim[2] + (gtaken[g] or 0) >= lim[1] then
           gpark[g] = (gpark[g] and gpark[g] .. ' ' or '') .. string.match(p[1], '(%d+)$') .. '|' .. (p[4] or '')
-          gmarks = gmarks + 1
+          G.marks = G.marks + 1
         else
           local glist = list .. G_LIST .. g
           local msg = redis.pcall('LPOP', glist)
@@ -590,10 +598,10 @@ local function resolve(p)
               requeued = true
               if kind == KIND_LISTS then p[5] = true end
             end
-            if not back then gmarks = gmarks + 1 end
+            if not back then G.marks = G.marks + 1 end
             p.groups[#p.groups + 1] = {glist, msg, list, back, item}
           else
-            gmarks = gmarks + 1
+            G.marks = G.marks + 1
           end
         end
       end
@@ -691,6 +699,18 @@ for _, p in ipairs(pops) do
     hargs[2 * i] = rec
     out[2 * i - 1] = token
     out[2 * i] = member
+    -- A message of a group: its token joins the group's leases (last).
+    if G and string.byte(member, 1) == ENV_V3 then
+      local g = env_group(member)
+      if g then
+        local t = G.tokens[g]
+        if not t then
+          t = {}
+          G.tokens[g] = t
+        end
+        t[#t + 1] = token
+      end
+    end
   end
 end
 
@@ -708,21 +728,24 @@ if more then
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
 -- Groups' counts and parks, last (see resolve): nothing can fail after.
-for g, n in pairs(gtaken) do
-  if n > 0 then redis.pcall('HINCRBY', qprefix .. G_INFLIGHT, g, n) end
-end
-for g, n in pairs(gready) do
-  local left = redis.pcall('HINCRBY', qprefix .. G_READY, g, -n)
-  if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, g) end
-end
-if gmarks > 0 then
-  local left = redis.pcall('HINCRBY', qprefix .. G_READY, '', -gmarks)
-  if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, '') end
-end
-for g, entries in pairs(gpark) do
-  local key = qprefix .. G_PARK
-  local was = redis.pcall('HGET', key, g)
-  if type(was) == 'string' then entries = was .. ' ' .. entries end
-  redis.pcall('HSET', key, g, entries)
+if G then
+  local qprefix = G.prefix
+  for g, tokens in pairs(G.tokens) do
+    redis.pcall('SADD', qprefix .. G_LEASES .. g, unpack(tokens))
+  end
+  for g, n in pairs(G.ready) do
+    local left = redis.pcall('HINCRBY', qprefix .. G_READY, g, -n)
+    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, g) end
+  end
+  if G.marks > 0 then
+    local left = redis.pcall('HINCRBY', qprefix .. G_READY, '', -G.marks)
+    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, '') end
+  end
+  for g, entries in pairs(G.park) do
+    local key = qprefix .. G_PARK
+    local was = redis.pcall('HGET', key, g)
+    if type(was) == 'string' then entries = was .. ' ' .. entries end
+    redis.pcall('HSET', key, g, entries)
+  end
 end
 return with_broken(out, top)
