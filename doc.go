@@ -40,9 +40,11 @@
 // in one cluster slot: its lanes, a delayed set and the store of delayed
 // records, the ids of live caller-given ids, and for AtLeastOnce the leases,
 // in-flight records, dead letters and wake-up marker. keys.go describes each
-// key, builds every name, and is the only place that does; every script
-// receives all keys it touches in KEYS, but a Range priority's list, whose
-// name a take builds from a lane key once it has popped the priority.
+// key, builds every name, and is the only place that does in Go; every
+// script receives the keys it touches in KEYS, but those whose names it
+// learns as it runs, which it builds from a key it was given (so they are in
+// its slot): a Range priority's list (prio:P), the lanes a take reads in the
+// filled index of a queue of many lanes, and a group's list and keys.
 //
 // A queue of N > 1 shards (Config.Shards) keeps its meta key, prioq:{Q}:meta,
 // and puts every other key of shard i under prioq/i:{Q/k}:, where the tag Q/k
@@ -78,6 +80,16 @@
 // times and for expired leases, so it runs no loop per queue. NewConsumer and
 // NewMultiConsumer refuse a consumer whose blocking connections the client's
 // pool cannot hold beside its other consumers' (ErrPoolTooSmall).
+//
+// # Groups
+//
+// Group(key) puts a message in a group (a tenant): within a priority the
+// groups with work are served in turn, first in, first out inside each,
+// through one marker per group in the lane (its messages wait in a list of
+// its own beside the lane). SetGroupLimit bounds a group's messages in
+// flight across every consumer, counted by leases; a group at its limit is
+// parked until one of its leases ends. Queue.Groups reports them.
+// AtLeastOnce queues of Levels or Range only; see groups.go.
 //
 // # Cost per operation
 //
