@@ -318,3 +318,63 @@ func TestGroupMessagesThroughEveryPath(t *testing.T) {
 		})
 	}
 }
+
+// In a queue of several shards a group lives in the shard its key hashes
+// to: its messages, lists and counts are all there, so its turns and its
+// limit are exact; a sharded consumer serves every group.
+func TestGroupsInAShardedQueue(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3), Shards: 3})
+	require.NoError(t, q.SetGroupLimit(ctx, "", GroupLimit{Concurrency: 1}))
+	groups := []string{"a", "b", "c", "d", "e", "f"}
+	for i := range 3 {
+		for _, g := range groups {
+			_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Priority(1), Group(g))
+			require.NoError(t, err)
+		}
+	}
+	_, err := q.Enqueue(ctx, []byte("x"), Group("a"), OrderingKey("k"))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	for _, g := range groups {
+		s := q.shards[q.hashShard(g)]
+		var n int
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "HGET", s.k.gready, g)))
+		assert.Equal(t, 3, n, "group %s lives in shard %d", g, q.hashShard(g))
+	}
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 100 * time.Millisecond})
+	held := map[string]*Message{}
+	next := map[string]int{}
+	for len(held) < len(groups) {
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		require.True(t, held[m.Group] == nil, "a second message of %s while one is in flight", m.Group)
+		assert.Equal(t, fmt.Sprint(next[m.Group]), string(m.Payload), "first in, first out in %s", m.Group)
+		held[m.Group] = m
+		next[m.Group]++
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cons.Receive(short)
+	cancel()
+	require.Error(t, err, "every group at its limit")
+	for round := 0; round < 2; round++ {
+		for _, g := range groups {
+			require.NoError(t, held[g].Ack(ctx))
+			delete(held, g)
+		}
+		for len(held) < len(groups) {
+			m, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			require.True(t, held[m.Group] == nil, "a second message of %s while one is in flight", m.Group)
+			assert.Equal(t, fmt.Sprint(next[m.Group]), string(m.Payload))
+			held[m.Group] = m
+			next[m.Group]++
+		}
+	}
+	for _, m := range held {
+		require.NoError(t, m.Ack(ctx))
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Ready+st.InFlight)
+}
