@@ -378,3 +378,35 @@ func TestGroupsInAShardedQueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), st.Ready+st.InFlight)
 }
+
+// A take that fails after it resolved a group's marker (the in-flight hash
+// of the wrong type) puts everything back: the group's messages in their
+// order, its one marker, its counts; the next take serves them.
+func TestGroupTakeUndo(t *testing.T) {
+	for _, l := range groupLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			c := newClient(t)
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			s := sh(q)
+			for i := range 3 {
+				_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Priority(l.prio), Group("g"))
+				require.NoError(t, err)
+			}
+			_, err := q.Enqueue(ctx, []byte("h"), Priority(l.prio), Group("h"))
+			require.NoError(t, err)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.inflight, "not a hash")))
+			for _, guess := range []bool{false, true} {
+				_, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 3, lease: time.Minute, guess: guess})
+				require.ErrorContains(t, err, "WRONGTYPE")
+			}
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.inflight)))
+			gs, err := q.Groups(ctx, 0)
+			require.NoError(t, err)
+			assert.Equal(t, []GroupStats{{Group: "g", Ready: 3}, {Group: "h", Ready: 1}}, gs)
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			assert.Equal(t, []string{"g/0", "h/h", "g/1", "g/2"}, receiveAll(t, ctx, cons))
+			assert.Empty(t, existingGroupKeys(t, c, q))
+		})
+	}
+}
