@@ -95,8 +95,9 @@ func existingGroupKeys(t *testing.T, c radix.Client, q *Queue) []string {
 	t.Helper()
 	var out []string
 	for _, k := range existingKeys(t, q) {
-		if strings.Contains(k, groupListTag) || strings.HasSuffix(k, groupReadyName) ||
-			strings.Contains(k, groupLeasesTag) || strings.HasSuffix(k, groupParkName) {
+		rest := strings.TrimPrefix(k, sh(q).k.prefix) // (the name may hold ":g:")
+		if strings.Contains(rest, groupListTag) || rest == groupReadyName ||
+			strings.HasPrefix(rest, groupLeasesTag) || rest == groupParkName {
 			out = append(out, k)
 		}
 	}

@@ -35,15 +35,13 @@ local usable = lane_checker(4, kind)
 -- marker leaves the list beside it, as a take would drop it; parkedAt is
 -- the group's parked entry when its marker is parked instead). A priority's
 -- list emptied leaves its segment's index.
-local function remove(lane, e, key, parkedAt)
+local function remove(lane, e, key, g, list, parkedAt)
   if kind == KIND_RANGE then
     redis.call('ZREM', key, e)
     return
   end
   redis.call('LREM', key, 1, e)
-  local at = string.find(key, G_LIST, 1, true)
-  if at then
-    local list, g = string.sub(key, 1, at - 1), string.sub(key, at + #G_LIST)
+  if g then
     local ready = queue_key(lane, G_READY)
     local left = redis.pcall('HINCRBY', ready, g, -1)
     if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', ready, g) end
@@ -76,9 +74,9 @@ for k = 4, #KEYS do
   local lane = KEYS[k]
   local found = false
   if usable(k - 4) then
-    found = lane_each(lane, kind, function(e, key)
+    found = lane_each(lane, kind, function(e, key, g, list)
       if not matches(e) then return false end
-      remove(lane, e, key)
+      remove(lane, e, key, g, list)
       return true
     end)
   end
@@ -99,10 +97,11 @@ if kind ~= KIND_RANGE and #KEYS >= 4 then
         local n, score = string.match(entry, '^(%d+)|(.*)$')
         if n then
           local lane = queue_key(KEYS[4], 'lane:' .. n)
-          local glist = marker_list(lane, kind, score ~= '' and score or nil) .. G_LIST .. g
+          local list = marker_list(lane, kind, score ~= '' and score or nil)
+          local glist = list .. G_LIST .. g
           if redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', function(e)
             if not matches(e) then return false end
-            remove(lane, e, glist, entry)
+            remove(lane, e, glist, g, list, entry)
             return true
           end) then
             redis.call('SREM', KEYS[1], id)

@@ -52,7 +52,7 @@ local function body_env(body)
   end
   for _, off in ipairs(starts) do
     local v = string.byte(body, off + 1)
-    if v == ENV_V1 or v == ENV_V2 then
+    if v == ENV_V1 or v == ENV_V2 or v == ENV_V3 then
       local id, caller = env_id(body, off)
       if id and attempts(body, off) and not string.find(id, '[^!-~]') then return id, caller end
     end

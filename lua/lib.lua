@@ -269,10 +269,11 @@ local function marker_group(e)
   return string.match(e, '^.([!-~]+)$')
 end
 
--- lane_each calls fn(entry, key) for each message of a lane in serving
--- order until fn returns true, key being the key that holds the entry (the
--- lane, or for KIND_LISTS the priority's list, or a group's list), and
--- reports whether fn stopped it. A priority list of the wrong type is passed
+-- lane_each calls fn(entry, key, group, list) for each message of a lane in
+-- serving order until fn returns true, key being the key that holds the
+-- entry (the lane, or for KIND_LISTS the priority's list, or a group's list:
+-- then group is the group and list the list its marker is in), and reports
+-- whether fn stopped it. A priority list of the wrong type is passed
 -- by. Messages of a group parked at its limit are not in the lane (see
 -- group_parked).
 local function lane_each(lane, kind, fn)
@@ -283,7 +284,9 @@ local function lane_each(lane, kind, fn)
     local g = marker_group(e)
     if g then
       local glist = key .. G_LIST .. g
-      return redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', fn)
+      return redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', function(m, gl)
+        return fn(m, gl, g, key)
+      end)
     end
     return fn(e, key)
   end
@@ -436,6 +439,12 @@ local function push_one(key, kind, score, value, listcmd)
   end
 end
 
+-- key_is reports whether key is missing or of Redis type want.
+local function key_is(key, want)
+  local t = redis.call('TYPE', key).ok
+  return t == 'none' or t == want
+end
+
 -- group_unpark puts back the markers of group g parked at its limit
 -- (groups.go): each into the lane it came from, at the tail, so that the
 -- group waits its turn again. An entry whose lane refuses the push (a key
@@ -447,8 +456,18 @@ local function group_unpark(lane, kind, g)
   local kept, back = {}, 0
   for entry in string.gmatch(parked, '[^ ]+') do
     local n, score = string.match(entry, '^(%d+)|(.*)$')
-    local ok = n and pcall(push_entry, queue_key(lane, 'lane:' .. n), kind, score ~= '' and score or nil, G_MARK .. g, 'RPUSH')
-    if ok then back = back + 1 else kept[#kept + 1] = entry end
+    local key = n and queue_key(lane, 'lane:' .. n)
+    if score == '' then score = nil end
+    -- Keys of the wrong type keep it parked (push_entry, which writes the
+    -- list before the index, must not fail half-way).
+    local ok = key and key_is(key, lane_type(kind)) and
+      (kind ~= KIND_LISTS or (score and key_is(plist_key(key, prio_str(score)), 'list')))
+    if ok then
+      push_entry(key, kind, score, G_MARK .. g, 'RPUSH')
+      back = back + 1
+    else
+      kept[#kept + 1] = entry
+    end
   end
   if #kept > 0 then redis.call('HSET', park, g, table.concat(kept, ' ')) else redis.call('HDEL', park, g) end
   if back > 0 then redis.pcall('HINCRBY', queue_key(lane, G_READY), '', back) end
@@ -487,13 +506,7 @@ end
 -- idle consumers may be waiting for it.
 local function by_lane(base, kind)
   local order, lists, lanes = {}, {}, {}
-  local grouped = {} -- {lane, score, value, group} of messages of a group, in order
   local function add(lane, score, value)
-    local g = kind ~= KIND_RANGE and env_group(value)
-    if g then
-      grouped[#grouped + 1] = {lane, score, value, g}
-      return
-    end
     -- KIND_LISTS: one group per priority list, each with its own lane.
     local g = lane
     if kind == KIND_LISTS then g = lane .. '|' .. prio_str(score) end
@@ -506,30 +519,52 @@ local function by_lane(base, kind)
     end
     l[#l + 1] = score
     l[#l + 1] = value
+    -- A message of a group goes to its group's list, in its place among
+    -- the others of its lane (flush keeps their order).
+    local grp = kind ~= KIND_RANGE and env_group(value)
+    if grp then
+      l.groups = l.groups or {}
+      l.groups[#l / 2] = grp
+    end
+  end
+  -- push_run writes vals, values without a group, into lane key key (and
+  -- for KIND_LISTS the list of priority prio) with listcmd; reports whether
+  -- a level went from empty to holding something.
+  local function push_run(key, prio, score, vals, listcmd)
+    if #vals == 0 then return false end
+    if kind == KIND_LISTS then
+      chunked(listcmd, plist_key(key, prio), vals)
+      redis.call('ZADD', key, score, prio)
+      name_lane(key)
+      return true
+    end
+    local woke = false
+    for i = 1, #vals, CHUNK do
+      local last = math.min(i + CHUNK - 1, #vals)
+      local len = redis.call(listcmd, key, unpack(vals, i, last))
+      if i == 1 and len == last then woke = true end
+    end
+    name_lane(key)
+    return woke
   end
   local function flush(listcmd, seq)
     local woke = false
-    for _, m in ipairs(grouped) do
-      if group_push(KEYS[base + m[1]], kind, m[2], m[3], listcmd, m[4]) then woke = true end
-    end
     for _, g in ipairs(order) do
       local l, key = lists[g], KEYS[base + lanes[g]]
       local vals = {}
-      if kind == KIND_LISTS then
-        local prio = prio_str(l[1])
-        for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
-        chunked(listcmd, plist_key(key, prio), vals)
-        redis.call('ZADD', key, l[1], prio)
-        name_lane(key)
-        woke = true
-      elseif kind == KIND_LEVELS then
-        for j = 2, #l, 2 do vals[#vals + 1] = l[j] end
-        for i = 1, #vals, CHUNK do
-          local last = math.min(i + CHUNK - 1, #vals)
-          local len = redis.call(listcmd, key, unpack(vals, i, last))
-          if i == 1 and len == last then woke = true end
+      if kind ~= KIND_RANGE then
+        local prio = kind == KIND_LISTS and prio_str(l[1]) or nil
+        for j = 2, #l, 2 do
+          local grp = l.groups and l.groups[j / 2]
+          if grp then
+            if push_run(key, prio, l[1], vals, listcmd) then woke = true end
+            vals = {}
+            if group_push(key, kind, l[j - 1], l[j], listcmd, grp) then woke = true end
+          else
+            vals[#vals + 1] = l[j]
+          end
         end
-        name_lane(key)
+        if push_run(key, prio, l[1], vals, listcmd) then woke = true end
       elseif seq then
         for j = 1, #l, 2 do
           seq = seq + 1

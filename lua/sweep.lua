@@ -98,6 +98,32 @@ elseif rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   redis.call('ZREM', KEYS[4], WAKE)
   arm_wake(KEYS[4], nil)
 end
+-- Groups parked at their limit whose leases are no longer all alive: an ack
+-- cut between its ZREM and the SREM of its token (a process killed in its
+-- pipeline), a record lost, or a put-back of markers that never ran after
+-- the last lease ended. Their dead tokens go, and a group below its limit
+-- gets its markers back: nothing waits on a lease that no longer exists.
+-- O(parked groups x their limits); one HGETALL when none is parked.
+local park = queue_key(KEYS[6], G_PARK)
+local parked = redis.pcall('HKEYS', park)
+if type(parked) == 'table' and not parked.err and #parked > 0 then
+  local limits = queue_key(KEYS[6], G_LIMITS)
+  local mended = false
+  for _, g in ipairs(parked) do
+    local leases = queue_key(KEYS[6], G_LEASES .. g)
+    local toks = redis.pcall('SMEMBERS', leases)
+    local n = 0
+    if type(toks) == 'table' and not toks.err then
+      for _, tok in ipairs(toks) do
+        if redis.call('ZSCORE', KEYS[1], tok) then n = n + 1 else redis.pcall('SREM', leases, tok) end
+      end
+    end
+    local l = redis.pcall('HMGET', limits, g, '')
+    local lim = type(l) == 'table' and not l.err and tonumber(l[1] or l[2] or '') or 0
+    if (lim <= 0 or n < lim) and group_unpark(KEYS[6], kind, g) then mended = true end
+  end
+  if mended then try_arm(KEYS[4], nil) end
+end
 local more = 0
 if #tokens == limit then more = 1 end
 return {back, #deads, more}

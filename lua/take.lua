@@ -550,6 +550,14 @@ local function group_limit(g)
       l = tonumber(v[1] or v[2] or '') or false
       if l and l <= 0 then l = false end
     end
+    if l and G.parkOK == nil then
+      -- A group at its limit is parked in G_PARK: of the wrong type, it
+      -- could not be, and its marker would be lost; no limit is kept then
+      -- (reported like a broken lane) rather than hide messages.
+      G.parkOK = key_is(qprefix .. G_PARK, 'hash')
+      if not G.parkOK then broken[#broken + 1] = qprefix .. G_PARK end
+    end
+    if l and not G.parkOK then l = false end
     if l then
       local n = redis.pcall('SCARD', qprefix .. G_LEASES .. g)
       gtaken[g] = gtaken[g] or 0
@@ -596,6 +604,8 @@ local function resolve(p)
             if back then
               push_entry(p[1], kind, p[4], item, 'RPUSH')
               requeued = true
+              -- The lane (or priority's list) holds it again: not emptied.
+              p.back = true
               if kind == KIND_LISTS then p[5] = true end
             end
             if not back then G.marks = G.marks + 1 end
@@ -615,7 +625,7 @@ end
 local raw = #res[2]
 resolve(res)
 local got = #res[2]
-local more = remains(res[1], raw < count, res[5])
+local more = remains(res[1], raw < count and not res.back, res[5])
 while more and got < count do
   local want = count - got
   res = take_pop(redis.pcall, false, want)
@@ -625,7 +635,7 @@ while more and got < count do
   pops[#pops + 1] = res
   raw = #res[2]
   resolve(res)
-  more = remains(res[1], raw < want, res[5])
+  more = remains(res[1], raw < want and not res.back, res[5])
   got = got + #res[2]
 end
 if requeued then more = true end
