@@ -178,3 +178,66 @@ func TestGroupTagInAQueueName(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A dead letter of a group whose record lost its routing (kept whole, lane
+// unknown) still releases its caller id when the dead letters are purged:
+// dead.lua reads the id of a version 3 envelope. Before: the id stayed
+// taken (ErrDuplicate).
+func TestGroupDeadLetterOfUnknownLaneReleasesItsID(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	s := sh(q)
+	_, err := q.Enqueue(ctx, []byte("x"), ID("c1"), Group("g"), Priority(1))
+	require.NoError(t, err)
+	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, r.msgs, 1)
+	m := r.msgs[0]
+	// The record's lane no longer parses: fail.lua buries it whole.
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.k.inflight, m.token, "99|x|"+string(m.raw))))
+	require.NoError(t, failTok(s, ctx, m.token, 0, "boom", failRetry))
+	dead := onlyDeadLetter(t, q)
+	assert.Equal(t, "c1", dead.ID)
+	n, err := q.PurgeDead(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	_, err = q.Enqueue(ctx, []byte("x"), ID("c1"), Group("g"))
+	assert.NoError(t, err, "purging the dead letters released the id")
+}
+
+// A parked group whose lane refuses its marker (a Range segment index of
+// the wrong type) stays parked, its marker written nowhere, and comes back
+// once the key is mended. Before: the marker was pushed into the priority's
+// list and kept parked as well (two markers).
+func TestGroupUnparkIntoABrokenLaneKeepsItParked(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Range(0, 99, 2)})
+	s := sh(q)
+	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Concurrency: 1}))
+	enqueueGroup(t, ctx, q, 2, 70, "g")
+	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, r.msgs, 1)
+	r2, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, r2.msgs, 0, "parked")
+	seg := s.k.lanes[1]
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", seg)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", seg, "x")))
+	require.NoError(t, r.msgs[0].Ack(ctx))
+	var n int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", s.k.prioList(70))))
+	assert.Equal(t, 0, n, "no marker pushed into a lane that refuses it")
+	var parked int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", s.k.gpark, "g")))
+	assert.Equal(t, 1, parked, "still parked")
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", seg)))
+	_, _, _, err = s.sweep(ctx, 10)
+	require.NoError(t, err)
+	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 2, lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, r.msgs, 1, "back once mended")
+	assert.Equal(t, "g1", string(r.msgs[0].Payload))
+}
