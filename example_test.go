@@ -166,3 +166,46 @@ func ExampleConsumerConfig_middleware() {
 	// tenant acme
 	// handled report
 }
+
+func ExampleGroup() {
+	ctx := context.Background()
+	client, err := radix.PoolConfig{}.New(ctx, "tcp", redisAddr())
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	q, err := prioq.Open(ctx, client, "example-tenants", prioq.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Purge(ctx)
+
+	// A loud tenant enqueues first; a quiet one still gets its turn.
+	for i := 0; i < 3; i++ {
+		q.Enqueue(ctx, []byte(fmt.Sprint("report ", i)), prioq.Group("loud"))
+	}
+	q.Enqueue(ctx, []byte("invoice"), prioq.Group("quiet"))
+	// At most one message of a tenant in flight, across every consumer.
+	if err := q.SetGroupLimit(ctx, "", prioq.GroupLimit{Concurrency: 1}); err != nil {
+		panic(err)
+	}
+
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer cons.Close(ctx)
+	for i := 0; i < 4; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(m.Group, string(m.Payload))
+		m.Ack(ctx)
+	}
+	// Output:
+	// loud report 0
+	// quiet invoice
+	// loud report 1
+	// loud report 2
+}
