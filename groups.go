@@ -45,10 +45,8 @@ func validateGroup(g string) error {
 	if len(g) == 0 || len(g) > maxGroupLen {
 		return fmt.Errorf("%w: group of %d bytes (want 1..%d)", ErrInvalidOption, len(g), maxGroupLen)
 	}
-	for i := 0; i < len(g); i++ {
-		if g[i] < 0x21 || g[i] > 0x7e {
-			return fmt.Errorf("%w: group has byte %#x at %d (want printable ASCII, no space)", ErrInvalidOption, g[i], i)
-		}
+	if i := unprintable(g); i >= 0 {
+		return fmt.Errorf("%w: group has byte %#x at %d (want printable ASCII, no space)", ErrInvalidOption, g[i], i)
 	}
 	return nil
 }

@@ -20,12 +20,22 @@ func validateID(id string) error {
 	if len(id) == 0 || len(id) > maxIDLen {
 		return fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidID, len(id), maxIDLen)
 	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return fmt.Errorf("%w: byte %#x at %d", ErrInvalidID, id[i], i)
-		}
+	if i := unprintable(id); i >= 0 {
+		return fmt.Errorf("%w: byte %#x at %d", ErrInvalidID, id[i], i)
 	}
 	return nil
+}
+
+// unprintable is the index of the first byte of s that is not printable
+// ASCII without space (0x21..0x7e), the bytes of ids and group keys; -1 for
+// none.
+func unprintable(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return i
+		}
+	}
+	return -1
 }
 
 // validateCallerID is validateID for an id given with the ID option: it also

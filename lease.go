@@ -297,16 +297,13 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 					continue
 				case removed[j] == 0:
 					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, ErrLeaseLost)
-				case parked[j] == 1 && !slices.Contains(unpark, reqs[jb.i].group):
-					unpark = append(unpark, reqs[jb.i].group)
-					errs[jb.i] = nil
-					if notRepl != nil {
-						errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, notRepl)
-					}
 				case notRepl != nil:
 					errs[jb.i] = fmt.Errorf("prioq: ack %q: %w", id, notRepl)
 				default:
 					errs[jb.i] = nil
+				}
+				if g := reqs[jb.i].group; removed[j] == 1 && parked[j] == 1 && !slices.Contains(unpark, g) {
+					unpark = append(unpark, g)
 				}
 			}
 			if hdel[j] < 0 && redirected {

@@ -386,7 +386,7 @@ func (s *shard) send(ctx context.Context, ps []prepared) ([]EnqueueResult, error
 // script: its marker goes into the lane only when its group's list was
 // empty). Each gets its own outcome; a failure of the call is each one's.
 func (s *shard) sendGrouped(ctx context.Context, p prepared) ([]EnqueueResult, error) {
-	r := s.grouped.do(ctx, p, func(ctx context.Context, ps []prepared) []plainResult {
+	return s.sendMerged(ctx, s.grouped, p, func(ctx context.Context, ps []prepared) []plainResult {
 		out := make([]plainResult, len(ps))
 		res, err := s.sendScript(ctx, ps)
 		for i := range out {
@@ -398,13 +398,7 @@ func (s *shard) sendGrouped(ctx context.Context, p prepared) ([]EnqueueResult, e
 			}
 		}
 		return out
-	}, func(err error) plainResult {
-		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)}
 	})
-	if r.err != nil && r.res.ID == "" {
-		return nil, r.err
-	}
-	return []EnqueueResult{r.res}, r.err
 }
 
 // sendScript stores ps with enqueue.lua: one call, atomic.
@@ -464,7 +458,14 @@ func (s *shard) canSendPlain(ps []prepared) bool {
 // with the single enqueues of other goroutines in flight at the same time
 // (see coalescer): one round trip for all of them.
 func (s *shard) sendPlain(ctx context.Context, p prepared) ([]EnqueueResult, error) {
-	r := s.plain.do(ctx, p, s.sendPlainMany, func(err error) plainResult {
+	return s.sendMerged(ctx, s.plain, p, s.sendPlainMany)
+}
+
+// sendMerged sends p through coalescer c, which runs run for p and the
+// other enqueues merged with it, and returns p's outcome as send does.
+func (s *shard) sendMerged(ctx context.Context, c *coalescer[prepared, plainResult], p prepared,
+	run func(context.Context, []prepared) []plainResult) ([]EnqueueResult, error) {
+	r := c.do(ctx, p, run, func(err error) plainResult {
 		return plainResult{err: fmt.Errorf("prioq: enqueue to %q: %w", s.name, err)}
 	})
 	if r.err != nil && r.res.ID == "" {

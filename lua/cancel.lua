@@ -43,8 +43,7 @@ local function remove(lane, e, key, g, list, parkedAt)
   redis.call('LREM', key, 1, e)
   if g then
     local ready = queue_key(lane, G_READY)
-    local left = redis.pcall('HINCRBY', ready, g, -1)
-    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', ready, g) end
+    count_add(ready, g, -1)
     if redis.call('EXISTS', key) == 1 then return end
     if parkedAt then
       local kept = {}
@@ -58,10 +57,7 @@ local function remove(lane, e, key, g, list, parkedAt)
       end
       return
     end
-    if redis.call('LREM', list, 1, G_MARK .. g) > 0 then
-      left = redis.pcall('HINCRBY', ready, '', -1)
-      if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', ready, '') end
-    end
+    if redis.call('LREM', list, 1, G_MARK .. g) > 0 then count_add(ready, '', -1) end
     key = list
   end
   if kind == KIND_LISTS and redis.call('EXISTS', key) == 0 then

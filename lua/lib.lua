@@ -54,12 +54,20 @@ local function kind_of(arg)
   return k
 end
 
--- filled_key is the filled index of the queue of lane key `lane`: its
--- sibling (keys.go), in the same hash tag, so the same slot.
-local function filled_key(lane)
-  return string.match(lane, '^(.*)lane:%d+$') .. FILLED_KEY
+-- queue_key is the key `name` of the queue (or shard) of lane key `lane`:
+-- its sibling (keys.go), in the same hash tag, so the same slot (the filled
+-- index, the group keys).
+local function queue_key(lane, name)
+  return string.match(lane, '^(.*)lane:%d+$') .. name
 end
 
+-- count_add adds n to field of hash key, and drops the field when it falls
+-- to 0 or below (the group counts, groups.go). pcall: a key of the wrong
+-- type is passed by (counts are for Stats; no script fails for them).
+local function count_add(key, field, n)
+  local v = redis.pcall('HINCRBY', key, field, n)
+  if type(v) == 'number' and v <= 0 then redis.pcall('HDEL', key, field) end
+end
 -- name_lane names lane key `lane` in its filled index after a push into it
 -- (FILLED only): member N, score -N, so that the index's first member is the
 -- best lane. pcall: an index of the wrong type is not this push's failure
@@ -69,7 +77,7 @@ end
 local function name_lane(lane)
   if not FILLED then return end
   local n = string.match(lane, '(%d+)$')
-  redis.pcall('ZADD', filled_key(lane), '-' .. n, n)
+  redis.pcall('ZADD', queue_key(lane, FILLED_KEY), '-' .. n, n)
 end
 
 -- lane_type is the Redis type of a lane key: a LIST for Levels, a ZSET for
@@ -391,11 +399,6 @@ local function env_group(s)
   return string.sub(s, ENV_ID + n + 1, ENV_ID + n + g)
 end
 
--- queue_key is the key `name` of the queue (or shard) of lane key `lane`.
-local function queue_key(lane, name)
-  return string.match(lane, '^(.*)lane:%d+$') .. name
-end
-
 -- marker_list is the list a lane write of score goes to: the level's lane
 -- itself, or the list of the score's priority (KIND_LISTS). A group's
 -- marker is in it, and the group's list is named after it.
@@ -419,10 +422,10 @@ local function group_push(lane, kind, score, value, listcmd, g)
     return true
   end
   local ready = queue_key(lane, G_READY)
-  redis.pcall('HINCRBY', ready, g, 1)
+  count_add(ready, g, 1)
   if n == 1 then
     push_entry(lane, kind, score, G_MARK .. g, listcmd)
-    redis.pcall('HINCRBY', ready, '', 1) -- markers in lanes (Stats)
+    count_add(ready, '', 1) -- markers in lanes (Stats)
     return true
   end
   return false
@@ -470,7 +473,7 @@ local function group_unpark(lane, kind, g)
     end
   end
   if #kept > 0 then redis.call('HSET', park, g, table.concat(kept, ' ')) else redis.call('HDEL', park, g) end
-  if back > 0 then redis.pcall('HINCRBY', queue_key(lane, G_READY), '', back) end
+  if back > 0 then count_add(queue_key(lane, G_READY), '', back) end
   return back > 0
 end
 

@@ -126,5 +126,5 @@ for i = 1, #plists, CHUNK do redis.call('DEL', unpack(plists, i, math.min(i + CH
 for i = 1, #glists, CHUNK do redis.call('DEL', unpack(glists, i, math.min(i + CHUNK - 1, #glists))) end
 if gready then redis.call('DEL', gready, gpark) end
 -- The filled index goes with the lanes it names (DEL of any type).
-if FILLED and #KEYS >= 5 then redis.call('DEL', filled_key(KEYS[5])) end
+if FILLED and #KEYS >= 5 then redis.call('DEL', queue_key(KEYS[5], FILLED_KEY)) end
 return n

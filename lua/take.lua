@@ -255,9 +255,13 @@ end
 -- long as named ones keep work.
 -- The reply has the shape of the pop's: {lane key, messages} (and for
 -- KIND_LISTS pop_lists' list key, score and whether the list holds more).
+local function all_lanes()
+  local all = {}
+  for j = nfilled - 1, 0, -1 do all[#all + 1] = lanePrefix .. j end
+  return all
+end
 local function scan_all()
-  lanes, popN = {}, nfilled
-  for j = nfilled - 1, 0, -1 do lanes[#lanes + 1] = lanePrefix .. j end
+  lanes, popN = all_lanes(), nfilled
   filled = nil
 end
 
@@ -283,27 +287,21 @@ local function pop_filled(call, paused, want)
       return base_pop(call, false, want)
     end
     local name = head[2]
-    if head[1] == FILLED_WHOLE then whole = 1 end
-    if head[1] ~= FILLED_WHOLE then
+    local n = tonumber(name or '')
+    whole = head[1] == FILLED_WHOLE and 1 or 0
+    if whole == 0 then
       -- Not known whole: name every lane holding messages, mark it whole
-      -- and read it again; if the mark is refused, pop over every lane.
-      local all = {}
-      for j = nfilled - 1, 0, -1 do all[#all + 1] = lanePrefix .. j end
-      for _, key in ipairs(all) do
+      -- and read it again (the loop goes round); if the mark is refused,
+      -- pop over every lane.
+      for _, key in ipairs(all_lanes()) do
         if redis.call('EXISTS', key) == 1 then name_lane(key) end
       end
-      local ok = redis.pcall('ZADD', filled, '-inf', FILLED_WHOLE)
-      if type(ok) ~= 'number' then
+      if type(redis.pcall('ZADD', filled, '-inf', FILLED_WHOLE)) ~= 'number' then
         scan_all()
         return base_pop(call, false, want)
       end
-      name = false
     elseif not name then
       return nil
-    end
-    local n = name and tonumber(name)
-    if name == false then
-      -- Whole now: read it again (the loop goes round).
     elseif not (n and n == math.floor(n) and n >= 0 and n < nfilled) then
       -- Names no lane (a hand edit): dropped.
       broken[#broken + 1] = filled
@@ -537,8 +535,7 @@ end
 local G
 local function groups_begin()
   G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, marks = 0,
-    prefix = lanePrefix and string.sub(lanePrefix, 1, #lanePrefix - #'lane:') or
-      string.match(KEYS[FIRST] or '', '^(.*)lane:%d+$') or ''}
+    prefix = queue_key(lanePrefix and lanePrefix .. '0' or KEYS[FIRST], '')}
 end
 local function group_limit(g)
   local gtaken, glimit, qprefix = G.taken, G.limit, G.prefix
@@ -743,14 +740,8 @@ if G then
   for g, tokens in pairs(G.tokens) do
     redis.pcall('SADD', qprefix .. G_LEASES .. g, unpack(tokens))
   end
-  for g, n in pairs(G.ready) do
-    local left = redis.pcall('HINCRBY', qprefix .. G_READY, g, -n)
-    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, g) end
-  end
-  if G.marks > 0 then
-    local left = redis.pcall('HINCRBY', qprefix .. G_READY, '', -G.marks)
-    if type(left) == 'number' and left <= 0 then redis.pcall('HDEL', qprefix .. G_READY, '') end
-  end
+  for g, n in pairs(G.ready) do count_add(qprefix .. G_READY, g, -n) end
+  if G.marks > 0 then count_add(qprefix .. G_READY, '', -G.marks) end
   for g, entries in pairs(G.park) do
     local key = qprefix .. G_PARK
     local was = redis.pcall('HGET', key, g)
