@@ -339,6 +339,11 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	if r.hasTop && !r.paused {
 		fi.hint[i] = r.top
 	}
+	if r.limited > 0 {
+		// At its share of the queue's rate limit: left alone until its
+		// next message may be taken, the other shards served meanwhile.
+		fi.markDown(i, r.limited, nil)
+	}
 	return r.msgs, nil
 }
 

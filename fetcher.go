@@ -368,7 +368,7 @@ func (f *fetcher) findBroken() error {
 // idle consumer).
 func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	c, q := f, f.s
-	take := func() ([]*Message, error) {
+	takeOnce := func() takeResult {
 		if c.cfg.Weights == nil {
 			// The queue's fixed order: merged with its other consumers' takes.
 			return q.takeMerged(c.bg, n, lease)
@@ -377,8 +377,30 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 		// message nobody holds until its lease ran out. It ends by itself.
 		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
 		defer cancel()
-		msgs, _, err := q.take(ctx, f.laneOrder(), n, lease)
-		return msgs, err
+		r, err := q.takeFrom(ctx, takeArgs{lanes: f.laneOrder(), n: n, lease: lease})
+		return takeResult{msgs: r.msgs, limited: r.limited, err: err}
+	}
+	// take is takeOnce, and while the queue is at its rate limit, a sleep
+	// until its next message may be taken (at most BlockTimeout, so that a
+	// raised limit is seen, and only while a caller still wants the result)
+	// and a take again: the take says when, so this is no polling.
+	take := func() ([]*Message, error) {
+		for {
+			r := takeOnce()
+			if r.err != nil || len(r.msgs) > 0 || r.limited <= 0 {
+				return r.msgs, r.err
+			}
+			t := time.NewTimer(min(r.limited, c.cfg.BlockTimeout))
+			select {
+			case <-t.C:
+			case <-c.bg.Done():
+				t.Stop()
+				return nil, ErrClosed
+			}
+			if !f.stillWanted() {
+				return nil, nil
+			}
+		}
 	}
 	msgs, err := take()
 	if err != nil || len(msgs) > 0 {

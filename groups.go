@@ -77,18 +77,22 @@ func checkGroup(cfg *Config, o *sendOptions) error {
 	return nil
 }
 
-// GroupLimit bounds a group's messages in flight at once (0: no limit).
+// GroupLimit bounds a group's messages: in flight at once (Concurrency, 0
+// for no bound) and taken per window (Rate, the zero Rate for none; see the
+// package's rate limits).
 type GroupLimit struct {
 	Concurrency int
+	Rate        Rate
 }
 
-// SetGroupLimit stores group's limit in Redis, where every consumer of the
-// queue reads it at its next take; group "" sets the limit of every group
-// without one of its own. A limit of 0 removes it. The groups waiting at
-// their limit are put back in their lanes at once and a consumer woken, so
-// that a raised limit applies without waiting for a lease to end (a group
-// still at its new limit is parked again by its next take). One round trip
-// per shard.
+// SetGroupLimit stores group's limits in Redis, where every consumer of the
+// queue reads them at its next take; group "" sets the limits of every group
+// without its own (a group's own limits replace every group's whole: a group
+// given a concurrency alone has no rate limit). The zero GroupLimit removes
+// them. The groups waiting at a limit are put back in their lanes at once
+// and a consumer woken, so that a raised limit applies without waiting for a
+// lease to end or a window to pass (a group still at its new limit is parked
+// again by its next take). One round trip per shard.
 func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) error {
 	if group != "" {
 		if err := validateGroup(group); err != nil {
@@ -98,12 +102,15 @@ func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) e
 	if l.Concurrency < 0 {
 		return fmt.Errorf("%w: negative concurrency %d", ErrInvalidOption, l.Concurrency)
 	}
+	if err := l.Rate.validate(); err != nil {
+		return err
+	}
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: set group limit of %q: %w", q.name, ErrWrongMode)
 	}
 	return q.eachShard(func(_ int, s *shard) error {
 		err := s.do(ctx, groupLimitScript.Cmd(nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
-			s.kind(), group, strconv.Itoa(l.Concurrency)))
+			s.kind(), group, fmtLimit(l.Concurrency, l.Rate)))
 		if err != nil {
 			return fmt.Errorf("prioq: set group limit of %q: %w", q.name, err)
 		}
@@ -118,10 +125,13 @@ type GroupStats struct {
 	Ready int64
 	// InFlight is how many of its messages are leased.
 	InFlight int64
-	// Parked reports whether it waits at its concurrency limit.
-	Parked bool
-	// Limit is its concurrency limit (its own, or every group's; 0: none).
+	// Parked reports whether it waits at a limit (its concurrency or its
+	// rate), skipped by takes; RateParked, at its rate limit.
+	Parked, RateParked bool
+	// Limit is its concurrency limit and Rate its rate limit (its own, or
+	// every group's; 0 and the zero Rate: none).
 	Limit int
+	Rate  Rate
 }
 
 // Groups returns the figures of the groups with messages waiting or in
@@ -131,6 +141,7 @@ type GroupStats struct {
 func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 	type counts struct {
 		ready, park, limits map[string]string
+		due                 []string // gdue: group, time, ...
 		inflight            []string // group, count, ...
 	}
 	per := make([]counts, len(q.shards))
@@ -142,6 +153,7 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 			p.Append(radix.Cmd(&c.ready, "HGETALL", s.k.gready))
 			p.Append(radix.Cmd(&c.park, "HGETALL", s.k.gpark))
 			p.Append(radix.Cmd(&c.limits, "HGETALL", s.k.glimits))
+			p.Append(radix.Cmd(&c.due, "ZRANGE", s.k.gdue, "0", "-1", "WITHSCORES"))
 			return p
 		})
 		if err == nil {
@@ -179,6 +191,12 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 		for g := range c.park {
 			get(g).Parked = true
 		}
+		for j := 0; j+1 < len(c.due); j += 2 {
+			// (A time left by a put-back that came first is no park.)
+			if st := byName[c.due[j]]; st != nil && st.Parked {
+				st.RateParked = true
+			}
+		}
 	}
 	out := make([]GroupStats, 0, len(byName))
 	for g, st := range byName {
@@ -186,10 +204,11 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 			continue
 		}
 		limits := per[0].limits // SetGroupLimit writes every shard alike
-		st.Limit, _ = strconv.Atoi(limits[""])
-		if v, ok := limits[g]; ok {
-			st.Limit, _ = strconv.Atoi(v)
+		v, ok := limits[g]
+		if !ok {
+			v = limits[""]
 		}
+		st.Limit, st.Rate = parseLimit(v)
 		out = append(out, *st)
 	}
 	slices.SortFunc(out, func(a, b GroupStats) int {

@@ -60,7 +60,15 @@ import (
 //	prioq:{Q}:gpark     HASH    group -> "N|score N|score ...": its markers taken out of
 //	                            lanes N (score: Range) at its concurrency limit, put back
 //	                            when one of its leases ends
-//	prioq:{Q}:glimits   HASH    group -> its concurrency limit; "" -> every group's
+//	prioq:{Q}:glimits   HASH    group -> its limits, "K R P": concurrency K, at most R
+//	                            takes per P ms (limits.go); "" -> every group's
+//	prioq:{Q}:glog:G    ZSET    lease token -> take time (µs, server clock): group G's
+//	                            takes of its rate window (a sliding-window log, trimmed
+//	                            by each take, expiring P ms after the newest)
+//	prioq:{Q}:gdue      ZSET    group -> when (ms) a group parked at its rate limit
+//	                            comes back; promote.lua puts its markers back then
+//	prioq:{Q}:rate      STRING  the queue's rate limit, "0 R P" (limits.go)
+//	prioq:{Q}:rlog      ZSET    the queue's log of takes, as glog:G
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
 //	prioq:{Q}:dstore    HASH    id -> "lane|score|" seq‖envelope of a delayed message
@@ -96,7 +104,8 @@ import (
 type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	filled                                         string
-	gready, gpark, glimits                         string
+	gready, gpark, glimits, gdue                   string
+	rate, rlog                                     string
 	wake, paused, leases, inflight, dead           string
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
@@ -206,8 +215,12 @@ func keysAt(p, meta string, lanes int) keySet {
 		gready:  p + groupReadyName,
 		gpark:   p + groupParkName,
 		glimits: p + groupLimitsName,
-		lanes:   make([]string, lanes),
-		prefix:  p,
+		gdue:    p + groupDueName,
+		// Rate limits (limits.go).
+		rate:   p + queueRateName,
+		rlog:   p + queueLogName,
+		lanes:  make([]string, lanes),
+		prefix: p,
 	}
 	k.laneIndex = make(map[string]int, lanes)
 	for i := range k.lanes {
@@ -249,7 +262,7 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
-		k.gready, k.gpark, k.glimits}, k.lanes...)
+		k.gready, k.gpark, k.glimits, k.gdue, k.rate, k.rlog}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -74,6 +74,20 @@ func newMessage(e envelope, s *shard) *Message {
 // may be delivered to another consumer. Zero for AtMostOnce messages.
 func (m *Message) LeaseDeadline() time.Time { return m.deadline }
 
+// TakenAt is when this delivery's take ran, on the Redis server's clock (its
+// lease token starts with it, in microseconds): the time rate limits count
+// (limits.go). The zero Time without a lease (AtMostOnce).
+func (m *Message) TakenAt() time.Time {
+	if len(m.token) < 13 {
+		return time.Time{}
+	}
+	us, err := strconv.ParseInt(m.token[:13], 16, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}
+
 // Queue is the name of the queue the message was delivered from ("" for a
 // Message not delivered by a Consumer).
 func (m *Message) Queue() string {

@@ -424,14 +424,24 @@ func (m *multi) announced(ch, what string) {
 
 // pick chooses the shard to take from: the first ready queue in strict order,
 // or a weighted draw; among a queue's shards, any. nil when none is ready.
-func (m *multi) pick() *unit {
+// When none is, it returns how long until the first ready queue left alone
+// for a while (a failure, a pause, its rate limit) is back (0: none is).
+func (m *multi) pick() (*unit, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	var best []*unit
+	var back time.Duration
 	total := 0
 	for u := range m.ready {
 		if now.Before(u.downUntil) || now.Before(u.pausedUntil) {
+			t := u.downUntil
+			if u.pausedUntil.After(t) {
+				t = u.pausedUntil
+			}
+			if d := t.Sub(now); back == 0 || d < back {
+				back = d
+			}
 			continue
 		}
 		if m.cfg.Weights == nil {
@@ -448,19 +458,19 @@ func (m *multi) pick() *unit {
 		total += u.mq.weight
 	}
 	if len(best) == 0 {
-		return nil
+		return nil, back
 	}
 	if m.cfg.Weights == nil || total == 0 {
-		return best[rand.IntN(len(best))]
+		return best[rand.IntN(len(best))], 0
 	}
 	r := rand.IntN(total)
 	for _, u := range best {
 		if r < u.mq.weight {
-			return u
+			return u, 0
 		}
 		r -= u.mq.weight
 	}
-	return best[len(best)-1]
+	return best[len(best)-1], 0
 }
 
 // fetch is the fetcher's fetch for a MultiConsumer: take from a ready shard;
@@ -470,8 +480,14 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 	idle := time.NewTimer(m.ccfg.BlockTimeout)
 	defer idle.Stop()
 	for {
-		u := m.pick()
+		u, back := m.pick()
 		if u == nil {
+			// A shard left alone after a failure may be back within a
+			// second; one at its rate limit, when its next message is due.
+			wait := time.Second
+			if back > 0 {
+				wait = min(wait, back)
+			}
 			select {
 			case <-m.bg.Done():
 				return nil, ErrClosed
@@ -481,7 +497,7 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 					return nil, nil
 				}
 				idle.Reset(m.ccfg.BlockTimeout)
-			case <-time.After(time.Second): // a shard left alone after a failure may be back
+			case <-time.After(wait):
 			}
 			continue
 		}
@@ -501,6 +517,10 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 			// Writes to a paused queue go on announcing it: without this,
 			// each would cost a take. Resume announces itself.
 			u.pausedUntil = time.Now().Add(m.cfg.ProbeInterval)
+		case r.limited > 0:
+			// At its rate limit: left alone, still ready, until its next
+			// message may be taken.
+			u.pausedUntil = time.Now().Add(r.limited)
 		case !r.hasTop && u.readyGen == gen:
 			// Drained (or paused): the next announcement brings it back.
 			// One that came during the take was for work it may not have

@@ -64,6 +64,14 @@ const (
 	groupLimitsName = "glimits"
 	groupListTag    = ":g:"
 
+	// Rate limits (limits.go, keys.go): a group's log of takes (a ZSET per
+	// group, after this tag), the groups parked at their rate limit until
+	// their next message is due, the queue's limit and its log.
+	groupLogTag   = "glog:"
+	groupDueName  = "gdue"
+	queueRateName = "rate"
+	queueLogName  = "rlog"
+
 	// groupMark is the first byte of a group's marker in a list (the marker
 	// is it and the group): an envelope starts with its version, never 0.
 	groupMark = 0
@@ -109,6 +117,10 @@ const (
 
 	// replyPaused is take.lua's reply when the queue is paused.
 	replyPaused = "paused"
+
+	// replyLimited, then the milliseconds until the next message may be
+	// taken, is take.lua's reply when the queue is at its rate limit.
+	replyLimited = "limited"
 
 	// replyBroken, then the keys, ends a take's reply when the take passed
 	// by lane keys of the wrong type.
@@ -171,6 +183,10 @@ func luaConstants() string {
 	str("G_PARK", groupParkName)
 	str("G_LIMITS", groupLimitsName)
 	str("G_LIST", groupListTag)
+	str("G_LOG", groupLogTag)
+	str("G_DUE", groupDueName)
+	str("Q_RATE", queueRateName)
+	str("Q_LOG", queueLogName)
 	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)
 	num("ENV_V3", envVersionGrp)
 	str("PRIO_LIST", prioListTag)
@@ -186,6 +202,7 @@ func luaConstants() string {
 	str("FAIL_DEAD", failDead)
 	str("FAIL_BURY", failBury)
 	str("REPLY_PAUSED", replyPaused)
+	str("REPLY_LIMITED", replyLimited)
 	str("REPLY_BROKEN", replyBroken)
 	str("REPLY_TOP", replyTop)
 	str("DUE", dueMember)

@@ -62,7 +62,7 @@ func TestScriptsSpellNoProtocolValue(t *testing.T) {
 	files, err := filepath.Glob("lua/*.lua")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyBroken, replyTop, dueMember, argYes}
+	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyLimited, replyBroken, replyTop, dueMember, argYes}
 	quoted := regexp.MustCompile(`'([^']*)'|"([^"]*)"`)
 	kindLiteral := regexp.MustCompile(`kind [=~]= [0-9]`)
 	defines := regexp.MustCompile(`^local (ENV_[A-Z]+|SEQ_LEN|CHUNK|KIND_[A-Z]+|YES|WAKE|SCHED|PAUSE|FAIL_[A-Z]+|DEAD_[A-Z]+|REPLY_[A-Z]+) =`)

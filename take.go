@@ -55,6 +55,9 @@ type takeReply struct {
 	top     int64
 	hasTop  bool
 	dropped []error // AtMostOnce: entries that did not decode, gone
+	// limited: the queue is at its rate limit (limits.go), and its next
+	// message may be taken after this long (nothing was taken).
+	limited time.Duration
 }
 
 // takeFrom runs take.lua with a; see take.
@@ -87,12 +90,24 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	if viaFilled {
 		args = append(args, "", strconv.Itoa(len(s.k.lanes))) // (no hint: the index says)
 	}
+	for len(args) < 10 {
+		args = append(args, "")
+	}
+	args = append(args, s.armFlag()) // ARGV[11]: how to wake the promoters
+
 	var raw [][]byte
 	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
 		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == replyPaused {
 		return takeReply{paused: true}, nil
+	}
+	if len(raw) == 2 && string(raw[0]) == replyLimited {
+		ms, err := strconv.ParseInt(string(raw[1]), 10, 64)
+		if err != nil || ms <= 0 {
+			return r, fmt.Errorf("prioq: take from %q: %w: rate limit wait %q", s.name, ErrScript, raw[1])
+		}
+		return takeReply{limited: time.Duration(ms) * time.Millisecond}, nil
 	}
 	if n := len(raw); a.top && n >= 2 && string(raw[n-2]) == replyTop {
 		if t := string(raw[n-1]); t != "" {
@@ -174,7 +189,7 @@ func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
 // after it queued, is dropped and returns an error; one sent is waited for
 // whatever ctx does, because its leased messages must reach their asker
 // (each merged call has CallTimeout).
-func (s *shard) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*Message, error) {
+func (s *shard) takeMerged(ctx context.Context, n int, lease time.Duration) takeResult {
 	s.takes.mu.Lock()
 	c := s.takes.byLease[lease]
 	if c == nil {
@@ -184,8 +199,7 @@ func (s *shard) takeMerged(ctx context.Context, n int, lease time.Duration) ([]*
 	}
 	s.takes.mu.Unlock()
 	run := func(ctx context.Context, ns []int) []takeResult { return s.takeFor(ctx, ns, lease) }
-	r := c.do(ctx, n, run, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)} })
-	return r.msgs, r.err
+	return c.do(ctx, n, run, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)} })
 }
 
 // takeMergers holds a queue's take coalescers, one per lease duration.
@@ -195,8 +209,9 @@ type takeMergers struct {
 }
 
 type takeResult struct {
-	msgs []*Message
-	err  error
+	msgs    []*Message
+	limited time.Duration // takeReply's: the queue is at its rate limit
+	err     error
 }
 
 // takeFor makes one take for askers wanting ns[i] messages each and shares
@@ -222,6 +237,7 @@ func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []ta
 		}
 		k := min(n, len(msgs))
 		out[i].msgs, msgs = msgs[:k:k], msgs[k:]
+		out[i].limited = r.limited
 	}
 	return out
 }

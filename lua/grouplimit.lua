@@ -7,17 +7,17 @@
 -- KEYS[4]  a lane key of the queue (lane 0): the group keys are its siblings
 -- ARGV[1]  KIND_LEVELS, KIND_LISTS, KIND_FILLED or KIND_LISTS_FILLED
 -- ARGV[2]  the group ('' for every group without a limit of its own)
--- ARGV[3]  the limit (0: none)
+-- ARGV[3]  the limits, "K R P" (limits.go; '' for none)
 -- Returns: how many groups' parked markers went back to their lanes.
 -- Every parked group goes back (group_unpark), so that a raised limit
 -- applies at the next take; one still at its limit is parked again by it.
 -- The keys are checked first; the first write may be refused at maxmemory,
 -- before anything is written.
-local kind, group, limit = kind_of(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local kind, group, limit = kind_of(ARGV[1]), ARGV[2], ARGV[3]
 need(KEYS[1], 'hash')
 need(KEYS[2], 'hash')
 need(KEYS[3], 'zset')
-if limit and limit > 0 then
+if limit ~= '' then
   redis.call('HSET', KEYS[1], group, limit)
 else
   redis.call('HDEL', KEYS[1], group)

@@ -69,6 +69,28 @@ if #members > 0 then
   if #bad > 0 then chunked('RPUSH', KEYS[5], bad) end
   if arm and moved > 0 then arm_wake(KEYS[4], best) end
 end
+-- Groups parked at their rate limit whose next take is due (take.lua,
+-- lib.lua group_due): their markers go back to their lanes, a consumer is
+-- woken, and their time counts as a due time for the promoter's timer.
+-- (Written after the checks above: each write here is checked or pcall.)
+local nextDue = nil
+if kind ~= KIND_RANGE then
+  local gdue = queue_key(KEYS[6], G_DUE)
+  local due = redis.pcall('ZRANGEBYSCORE', gdue, '-inf', now, 'LIMIT', 0, limit)
+  if type(due) == 'table' and not due.err then
+    if #due > 0 then
+      chunked('ZREM', gdue, due)
+      local back = false
+      for _, g in ipairs(due) do
+        if group_unpark(KEYS[6], kind, g) then back = true end
+      end
+      if back and arm then try_arm(KEYS[4], nil) end
+    end
+    local head = redis.call('ZRANGE', gdue, 0, 0, 'WITHSCORES')
+    if head[2] then nextDue = tonumber(head[2]) end
+  end
+end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if head[2] then return {moved, math.max(0, tonumber(head[2]) - now), now} end
+if head[2] and (not nextDue or tonumber(head[2]) < nextDue) then nextDue = tonumber(head[2]) end
+if nextDue then return {moved, math.max(0, nextDue - now), now} end
 return {moved, -1, now}

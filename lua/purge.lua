@@ -124,7 +124,9 @@ end
 redis.call('DEL', unpack(KEYS, 2))
 for i = 1, #plists, CHUNK do redis.call('DEL', unpack(plists, i, math.min(i + CHUNK - 1, #plists))) end
 for i = 1, #glists, CHUNK do redis.call('DEL', unpack(glists, i, math.min(i + CHUNK - 1, #glists))) end
-if gready then redis.call('DEL', gready, gpark) end
+-- (gdue: the parked groups' due times go with them; the rate logs stay,
+-- and expire by themselves: a purge does not reset a rate limit.)
+if gready then redis.call('DEL', gready, gpark, queue_key(KEYS[5], G_DUE)) end
 -- The filled index goes with the lanes it names (DEL of any type).
 if FILLED and #KEYS >= 5 then redis.call('DEL', queue_key(KEYS[5], FILLED_KEY)) end
 return n

@@ -107,7 +107,7 @@ end
 local park = queue_key(KEYS[6], G_PARK)
 local parked = redis.pcall('HKEYS', park)
 if type(parked) == 'table' and not parked.err and #parked > 0 then
-  local limits = queue_key(KEYS[6], G_LIMITS)
+  local limits, gdue = queue_key(KEYS[6], G_LIMITS), queue_key(KEYS[6], G_DUE)
   local mended = false
   for _, g in ipairs(parked) do
     local leases = queue_key(KEYS[6], G_LEASES .. g)
@@ -119,8 +119,12 @@ if type(parked) == 'table' and not parked.err and #parked > 0 then
       end
     end
     local l = redis.pcall('HMGET', limits, g, '')
-    local lim = type(l) == 'table' and not l.err and tonumber(l[1] or l[2] or '') or 0
-    if (lim <= 0 or n < lim) and group_unpark(KEYS[6], kind, g) then mended = true end
+    local lim = type(l) == 'table' and not l.err and limit_of(l[1] or l[2])
+    -- A group parked at its rate limit comes back at its due time, from a
+    -- promoter (gdue); one without a due time (lost with a gdue of the wrong
+    -- type) comes back here, and its next take parks it again if need be.
+    local timed = redis.pcall('ZSCORE', gdue, g)
+    if type(timed) ~= 'string' and (not lim or n < lim) and group_unpark(KEYS[6], kind, g) then mended = true end
   end
   if mended then try_arm(KEYS[4], nil) end
 end

@@ -73,6 +73,33 @@ local popLanes = tonumber(ARGV[6] or 0)
 local floor = tonumber(ARGV[7] or '')
 -- Checked before the pop: past it, a nil here would lose what was popped.
 assert(lease and count and kind and suffix and popLanes, 'take: bad arguments')
+-- ARGV[11] (SHARDED: a shard of a queue of several) says how to wake the
+-- promoters when a group is parked at its rate limit (group_due).
+local sharded = ARGV[11] == SHARDED
+-- The queue's keys' prefix: the leases key's name without its own.
+local prefix = string.match(KEYS[2], '^(.*)leases$')
+
+-- The queue's rate limit (limits.go), when it has one: at it, the take
+-- takes nothing and says in how many ms the next message may be taken;
+-- below it, it takes no more than the limit leaves, and its tokens join the
+-- queue's log at the end. One GET when the queue has no limit. (Checked
+-- before the pop: a take at the limit writes nothing but the log's trim.)
+local qlog, qper
+do
+  local _, r, per = limit_of(redis.pcall('GET', prefix .. Q_RATE))
+  if r and lease > 0 then
+    local _, _, us = now_ms()
+    local n = rate_window(prefix .. Q_LOG, us, per)
+    if n and n >= r then
+      local due = rate_due(prefix .. Q_LOG, n, 0, r, per, us)
+      return {REPLY_LIMITED, string.format('%d', math.max(1, math.ceil((due - us) / 1000)))}
+    end
+    if n then
+      count = math.min(count, r - n)
+      qlog, qper = prefix .. Q_LOG, per
+    end
+  end
+end
 -- Claimed before the pop: a wrong-typed wake-up key fails it here, before
 -- anything was written; ZREM frees memory, so it runs at maxmemory.
 if ARGV[8] == YES then redis.call('ZREM', KEYS[4], WAKE) end
@@ -533,32 +560,48 @@ end
 -- from its lists (ready), parked entries (park), limit read (limit), lease
 -- tokens (tokens); markers out of the lanes (marks); the key prefix.
 local G
+-- Rate limits (limits.go) are read with the concurrency ones: a group at
+-- its rate limit is parked too, and its time to come back (when the oldest
+-- take that keeps it there leaves the window) set in G_DUE, where a
+-- promoter finds it (promote.lua); due: those times.
+local G
 local function groups_begin()
-  G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, marks = 0,
-    prefix = queue_key(lanePrefix and lanePrefix .. '0' or KEYS[FIRST], '')}
+  G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, due = {}, marks = 0, prefix = prefix}
 end
+-- group_limit is g's limits as this take sees them, false for none: c, its
+-- concurrency, and n, its leases; r per per ms, its rate, and m, the takes
+-- in its log's window (log).
 local function group_limit(g)
   local gtaken, glimit, qprefix = G.taken, G.limit, G.prefix
   local l = glimit[g]
   if l == nil then
     local v = redis.pcall('HMGET', qprefix .. G_LIMITS, g, '')
+    local c, r, per
+    if type(v) == 'table' and not v.err then c, r, per = limit_of(v[1] or v[2]) end
     l = false
-    if type(v) == 'table' and not v.err then
-      l = tonumber(v[1] or v[2] or '') or false
-      if l and l <= 0 then l = false end
-    end
-    if l and G.parkOK == nil then
+    if (c or r) and G.parkOK == nil then
       -- A group at its limit is parked in G_PARK: of the wrong type, it
       -- could not be, and its marker would be lost; no limit is kept then
       -- (reported like a broken lane) rather than hide messages.
       G.parkOK = key_is(qprefix .. G_PARK, 'hash')
       if not G.parkOK then broken[#broken + 1] = qprefix .. G_PARK end
     end
-    if l and not G.parkOK then l = false end
-    if l then
-      local n = redis.pcall('SCARD', qprefix .. G_LEASES .. g)
+    if (c or r) and G.parkOK then
+      l = {}
+      if c then
+        local n = redis.pcall('SCARD', qprefix .. G_LEASES .. g)
+        l.c, l.n = c, type(n) == 'number' and n or 0
+      end
+      if r then
+        if not G.now then
+          local _, _, us = now_ms()
+          G.now = us
+        end
+        local log = qprefix .. G_LOG .. g
+        local m = rate_window(log, G.now, per)
+        if m then l.r, l.per, l.m, l.log = r, per, m, log end
+      end
       gtaken[g] = gtaken[g] or 0
-      l = {l, type(n) == 'number' and n or 0}
     end
     glimit[g] = l
   end
@@ -587,9 +630,12 @@ local function resolve(p)
       else
         local lim = group_limit(g)
         local list = p[3] or p[1]
-        if lim and lim[2] + (gtaken[g] or 0) >= lim[1] then
+        local taken = gtaken[g] or 0
+        local atRate = lim and lim.r and lim.m + taken >= lim.r
+        if lim and (atRate or (lim.c and lim.n + taken >= lim.c)) then
           gpark[g] = (gpark[g] and gpark[g] .. ' ' or '') .. string.match(p[1], '(%d+)$') .. '|' .. (p[4] or '')
           G.marks = G.marks + 1
+          if atRate then G.due[g] = math.ceil(rate_due(lim.log, lim.m, taken, lim.r, lim.per, G.now) / 1000) end
         else
           local glist = list .. G_LIST .. g
           local msg = redis.pcall('LPOP', glist)
@@ -734,12 +780,22 @@ if more then
   local ok = try_arm(KEYS[4], top)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
+-- The queue's rate log gets the takes (pcall: past the last write that can
+-- fail).
+if qlog then
+  local tokens = {}
+  for k = 1, #out, 2 do tokens[#tokens + 1] = out[k] end
+  rate_log(qlog, us, qper, tokens)
+end
 -- Groups' counts and parks, last (see resolve): nothing can fail after.
 if G then
   local qprefix = G.prefix
   for g, tokens in pairs(G.tokens) do
     redis.pcall('SADD', qprefix .. G_LEASES .. g, unpack(tokens))
+    local lim = G.limit[g]
+    if lim and lim.r then rate_log(lim.log, us, lim.per, tokens) end
   end
+  for g, due in pairs(G.due) do group_due(qprefix, g, due, sharded) end
   for g, n in pairs(G.ready) do count_add(qprefix .. G_READY, g, -n) end
   if G.marks > 0 then count_add(qprefix .. G_READY, '', -G.marks) end
   for g, entries in pairs(G.park) do
