@@ -208,3 +208,183 @@ func TestGroupRateLimitSkipsTheGroupNotTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// Bad limits get ErrInvalidOption (a mode without leases ErrWrongMode) and
+// write nothing; a queue of several shards splits its limit, and needs a
+// message per shard at least.
+func TestRateLimitsRefuseBadInputAndWriteNothing(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	for _, r := range []Rate{{N: -1, Per: time.Second}, {N: 1}, {N: 1, Per: 1500 * time.Microsecond},
+		{N: MaxRate + 1, Per: time.Second}, {N: 1, Per: 25 * time.Hour}, {Per: time.Second}, {N: 5, Per: -time.Second}} {
+		assert.ErrorIs(t, q.SetRateLimit(ctx, r), ErrInvalidOption, "%+v", r)
+		assert.ErrorIs(t, q.SetGroupLimit(ctx, "g", GroupLimit{Rate: r}), ErrInvalidOption, "%+v", r)
+		assert.ErrorIs(t, q.SetGroupLimit(ctx, "", GroupLimit{Concurrency: 2, Rate: r}), ErrInvalidOption, "%+v", r)
+	}
+	assert.Empty(t, existingKeys(t, q), "nothing written")
+
+	amo := openQueue(t, c, Config{Layout: Levels(3), Mode: AtMostOnce})
+	assert.ErrorIs(t, amo.SetRateLimit(ctx, Rate{N: 5, Per: time.Second}), ErrWrongMode)
+
+	sharded := openQueue(t, c, Config{Layout: Levels(3), Shards: 3})
+	assert.ErrorIs(t, sharded.SetRateLimit(ctx, Rate{N: 2, Per: time.Second}), ErrInvalidOption, "fewer than one per shard")
+	require.NoError(t, sharded.SetRateLimit(ctx, Rate{N: 10, Per: time.Second}))
+	var shares []string
+	for _, s := range sharded.shards {
+		var v string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&v, "GET", s.k.rate)))
+		shares = append(shares, v)
+	}
+	assert.Equal(t, []string{"0 4 1000", "0 3 1000", "0 3 1000"}, shares, "10 split, the remainder to the first")
+	got, err := sharded.RateLimit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Rate{N: 10, Per: time.Second}, got)
+	require.NoError(t, sharded.SetRateLimit(ctx, Rate{}))
+	got, err = sharded.RateLimit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Rate{}, got, "removed")
+}
+
+// Keys of the wrong type hold nothing back and lose nothing: a rate key or
+// a log that is not prioq's is no limit; a group parked at its rate limit
+// whose time cannot be kept (gdue of the wrong type) is put back by the
+// sweep.
+func TestRateLimitKeysOfTheWrongTypeHoldNothingBack(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	require.NoError(t, q.SetRateLimit(ctx, Rate{N: 1, Per: time.Hour}))
+	require.NoError(t, q.SetGroupLimit(ctx, "", GroupLimit{Rate: Rate{N: 1, Per: 300 * time.Millisecond}}))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).k.rlog, "x"))) // the queue's log
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.prefix+groupLogTag+"a", "x")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.gdue, "x")))
+	for i := range 3 {
+		for _, g := range []string{"a", "b"} {
+			_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group(g))
+			require.NoError(t, err)
+		}
+	}
+	cons := newConsumer(t, q, ConsumerConfig{SweepInterval: 100 * time.Millisecond})
+	_, groups := drainTimes(t, ctx, []receiver{cons}, 6, 1)
+	slices.Sort(groups)
+	assert.Equal(t, []string{"a", "a", "a", "b", "b", "b"}, groups,
+		"the queue (its log broken) unlimited, a (its log broken) too; b, parked at its limit without a time, put back by the sweep")
+}
+
+// In a queue of several shards a group lives in one shard, so its rate
+// limit is exact, and a group parked there wakes that shard's promoters
+// (the shard's sched set); the queue's limit is split among the shards, so
+// the whole queue never exceeds it either.
+func TestRateLimitsInAQueueOfSeveralShards(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3), Shards: 2})
+	const per = 300 * time.Millisecond
+	require.NoError(t, q.SetRateLimit(ctx, Rate{N: 10, Per: per}))
+	require.NoError(t, q.SetGroupLimit(ctx, "slow", GroupLimit{Rate: Rate{N: 2, Per: per}}))
+	const total = 40
+	for i := range total {
+		g := fmt.Sprint("t", i%4)
+		if i%4 == 0 {
+			g = "slow"
+		}
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group(g))
+		require.NoError(t, err)
+	}
+	rs := []receiver{newConsumer(t, q, ConsumerConfig{}), newConsumer(t, q, ConsumerConfig{})}
+	start := time.Now()
+	times, groups := drainTimes(t, ctx, rs, total, 2)
+	elapsed := time.Since(start)
+	var slow []time.Time
+	for i, g := range groups {
+		if g == "slow" {
+			slow = append(slow, times[i])
+		}
+	}
+	t.Logf("%d in %v; most in a window: queue %d, slow group %d", len(times), elapsed, maxInWindow(times, per), maxInWindow(slow, per))
+	assert.LessOrEqual(t, maxInWindow(times, per), 10)
+	assert.LessOrEqual(t, maxInWindow(slow, per), 2)
+	assert.Len(t, slow, total/4)
+	// the slow group's 10 at 2 per 300 ms: 4 more windows after its first.
+	assert.GreaterOrEqual(t, elapsed, 4*per-20*time.Millisecond)
+	assert.Less(t, elapsed, 10*time.Second)
+}
+
+// A limit lifted applies at once: the group parked at its rate limit goes
+// back to its lane when SetGroupLimit removes it, not when its time comes;
+// with both limits, a group waits at whichever it reaches first.
+func TestGroupLimitsLiftedAndCombined(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Concurrency: 2, Rate: Rate{N: 3, Per: time.Hour}}))
+	for i := range 6 {
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group("g"))
+		require.NoError(t, err)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{})
+	recv := func() *Message {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		m, err := cons.Receive(rctx)
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	m1, m2 := recv(), recv()
+	require.True(t, nil != m1)
+	require.True(t, nil != m2)
+	assert.True(t, recv() == nil, "2 in flight: at its concurrency")
+	gs, err := q.Groups(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, GroupStats{Group: "g", Ready: 4, InFlight: 2, Parked: true, Limit: 2, Rate: Rate{N: 3, Per: time.Hour}}, gs[0])
+	require.NoError(t, m1.Ack(ctx))
+	m3 := recv()
+	require.True(t, nil != m3, "a slot came back")
+	require.NoError(t, m2.Ack(ctx))
+	require.NoError(t, m3.Ack(ctx))
+	assert.True(t, recv() == nil, "3 taken this hour: at its rate")
+	gs, err = q.Groups(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, GroupStats{Group: "g", Ready: 3, Parked: true, RateParked: true, Limit: 2, Rate: Rate{N: 3, Per: time.Hour}}, gs[0])
+
+	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{}))
+	for range 3 {
+		m := recv()
+		require.True(t, nil != m, "lifted: back at once, an hour early")
+		require.NoError(t, m.Ack(ctx))
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Ready+st.InFlight+st.Delayed)
+}
+
+// Cancel finds a message of a group parked at its rate limit, and Purge
+// takes the parked group's time with it.
+func TestRateParkedGroupsCancelAndPurge(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Range(-100, 100, 4)})
+	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Rate: Rate{N: 1, Per: time.Hour}}))
+	for i := range 3 {
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group("g"), Priority(7), ID(fmt.Sprint("id", i)))
+		require.NoError(t, err)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cons.Receive(rctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "parked for an hour")
+	require.NoError(t, q.Cancel(ctx, "id1"), "found beside its parked marker")
+	n, err := q.Purge(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	var due int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&due, "EXISTS", sh(q).k.gdue)))
+	assert.Equal(t, 0, due, "its time went with it")
+}

@@ -404,6 +404,9 @@ func TestDashboardShowsGroups(t *testing.T) {
 	_, err := q.Enqueue(rctx, []byte("x"), prioq.Group("zeta"))
 	require.NoError(t, err)
 	require.NoError(t, q.SetGroupLimit(rctx, "acme", prioq.GroupLimit{Concurrency: 1}))
+	require.NoError(t, q.SetGroupLimit(rctx, "zeta", prioq.GroupLimit{Rate: prioq.Rate{N: 1, Per: time.Hour}}))
+	_, err = q.Enqueue(rctx, []byte("x"), prioq.Group("zeta"))
+	require.NoError(t, err)
 	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
 	require.NoError(t, err)
 	defer cons.Close(rctx)
@@ -414,7 +417,7 @@ func TestDashboardShowsGroups(t *testing.T) {
 		got = append(got, m)
 	}
 	short, cancel := context.WithTimeout(rctx, 300*time.Millisecond)
-	_, err = cons.Receive(short) // parks acme
+	_, err = cons.Receive(short) // parks acme, and zeta (one an hour)
 	cancel()
 	require.Error(t, err)
 
@@ -429,8 +432,8 @@ func TestDashboardShowsGroups(t *testing.T) {
 		chromedp.Text(`#groups tbody tr:first-child`, &first),
 		chromedp.Text(`#groups tbody tr:nth-child(2)`, &second),
 	))
-	assert.Equal(t, []string{"acme", "2", "1", "1", "yes"}, strings.Fields(first))
-	assert.Equal(t, []string{"zeta", "0", "1", "-", "no"}, strings.Fields(second))
+	assert.Equal(t, []string{"acme", "2", "1", "1", "-", "yes"}, strings.Fields(first))
+	assert.Equal(t, []string{"zeta", "1", "1", "-", "1/1h0m0s", "rate"}, strings.Fields(second))
 	for _, m := range got {
 		require.NoError(t, m.Ack(rctx))
 	}

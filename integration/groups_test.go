@@ -245,3 +245,87 @@ func TestGroupConcurrencyUnderChaos(t *testing.T) {
 	assert.Zero(t, st.Dead)
 	assert.Empty(t, gs, "every group's counts back to zero")
 }
+
+// A rate limit of 100 per second on one group, over 60 s, with consumers in
+// two processes: no 1-second window (on the server's clock: the takes'
+// times) holds more than 100 of its takes, and it gets at least 95 a second
+// on average. Meanwhile an unlimited group of the same queue and priority
+// is served as fast as when it is alone: the limited group is skipped, not
+// waited for.
+func TestGroupRateLimitWithConsumerProcesses(t *testing.T) {
+	leakCheck(t)
+	redis := ownRedis(t)
+	cl := newPool(t, redis.Addr, 16)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec := queueSpec{queueName(t), "levels", "alo"}
+	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	require.NoError(t, err)
+	const rate, seconds, free = 100, 60, 20000
+	require.NoError(t, q.SetGroupLimit(ctx, "limited", prioq.GroupLimit{Rate: prioq.Rate{N: rate, Per: time.Second}}))
+	enqueue := func(group string, n int) {
+		items := make([]prioq.EnqueueItem, 0, prioq.MaxBatch)
+		for i := 0; i < n; i++ {
+			items = append(items, prioq.EnqueueItem{Payload: []byte(group), Options: []prioq.Option{prioq.Priority(2), prioq.Group(group)}})
+			if len(items) == cap(items) || i == n-1 {
+				_, err := q.EnqueueBatch(ctx, items)
+				require.NoError(t, err)
+				items = items[:0]
+			}
+		}
+	}
+	hs := []*helperProc{
+		startHelper(t, "consume-groups", redis.Addr, spec, "H_WORKERS=4", "H_HANDLE_MS=1"),
+		startHelper(t, "consume-groups", redis.Addr, spec, "H_WORKERS=4", "H_HANDLE_MS=1"),
+	}
+	taken := func(group string) []groupEvent {
+		var out []groupEvent
+		for _, h := range hs {
+			for _, e := range groupEvents(t, h, "T") {
+				if e.group == group {
+					out = append(out, e)
+				}
+			}
+		}
+		slices.SortFunc(out, func(a, b groupEvent) int { return int(a.at - b.at) })
+		return out
+	}
+	// The unlimited group alone, then beside the limited one.
+	span := func(es []groupEvent) time.Duration { return time.Duration(es[len(es)-1].at - es[0].at) }
+	enqueue("alone", free)
+	require.Eventually(t, func() bool { return len(taken("alone")) == free }, time.Minute, 10*time.Millisecond)
+	enqueue("limited", rate*(seconds+5))
+	enqueue("beside", free)
+	require.Eventually(t, func() bool { return len(taken("beside")) == free }, time.Minute, 10*time.Millisecond)
+	alone, beside := span(taken("alone")), span(taken("beside"))
+	t.Logf("unlimited group of %d: %v alone, %v beside the limited one (%.2fx)", free, alone, beside, float64(beside)/float64(alone))
+	assert.Less(t, beside, 2*alone+time.Second, "the limited group does not hold the other back")
+
+	require.Eventually(t, func() bool {
+		l := taken("limited")
+		return len(l) > 0 && span(l) >= seconds*time.Second
+	}, 2*time.Minute, 50*time.Millisecond)
+	for _, h := range hs {
+		h.kill()
+	}
+	l := taken("limited")
+	first := l[0].at
+	var in []int64
+	for _, e := range l {
+		if e.at < first+int64(seconds*time.Second) {
+			in = append(in, e.at)
+		}
+	}
+	most := 0
+	for i, j := 0, 0; i < len(in); i++ {
+		for j < len(in) && in[j] < in[i]+int64(time.Second) {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	perSec := float64(len(in)) / seconds
+	t.Logf("limited group: %d taken in its first %d s (%.1f/s), most in any 1-s window: %d", len(in), seconds, perSec, most)
+	assert.LessOrEqual(t, most, rate, "no 1-second window above the limit")
+	assert.GreaterOrEqual(t, perSec, 95.0, "at least 95 a second on average")
+}

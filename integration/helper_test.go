@@ -31,6 +31,7 @@ import (
 //
 //	G id group start   a delivery started, at start (unix ns, this host)
 //	F id group end     its handler ended, just before its ack
+//	T id group taken   the take's time, on the Redis server's clock
 //
 // and A as above. H_LIMIT, when set, is every group's concurrency limit;
 // H_HANDLE_MS the longest a handler runs (2 ms by default).
@@ -121,6 +122,7 @@ func runHelper(role string) int {
 		}
 		return consumeLoops(ctx, q, seed, func(m *prioq.Message, r *rand.Rand) {
 			emit("G", fmt.Sprintf("%s %s %d", m.ID, m.Group, time.Now().UnixNano()))
+			emit("T", fmt.Sprintf("%s %s %d", m.ID, m.Group, m.TakenAt().UnixNano()))
 			time.Sleep(time.Duration(r.IntN(handleUs)) * time.Microsecond)
 			emit("F", fmt.Sprintf("%s %s %d", m.ID, m.Group, time.Now().UnixNano()))
 			if err := m.Ack(ctx); err == nil {

@@ -49,7 +49,9 @@ commands:
                                   with the N most loaded groups (10 by default)
   peek <queue> [-n N] [--payload]
   enqueue <queue> [--priority P] [--delay D] [--id ID] [--group G] [--header k=v]... [payload | -]
-  limit <queue> <group | '*'> <concurrency>   a group's limit ('*': every group's; 0: none)
+  limit <queue> <group | '*'> <concurrency> [--rate N/D]
+                                  a group's limits ('*': every group's; 0, none: no limit)
+  rate <queue> <N/D | none>       the queue's rate limit: at most N taken in any window D
   cancel <queue> <id>
   dead <queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]
   pause <queue> | resume <queue>
@@ -111,7 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return nil
 	}
 	known := map[string]bool{"create": true, "queues": true, "stats": true, "peek": true, "enqueue": true, "cancel": true,
-		"dead": true, "pause": true, "resume": true, "purge": true, "web": true, "limit": true}
+		"dead": true, "pause": true, "resume": true, "purge": true, "web": true, "limit": true, "rate": true}
 	if !known[cmd] {
 		return bad("unknown command %q (prioq help lists them)", cmd)
 	}
@@ -160,6 +162,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return dead(ctx, q, rest, stdin, stdout)
 	case "limit":
 		return limit(ctx, q, rest, stdout)
+	case "rate":
+		if len(rest) != 1 {
+			return bad("usage: prioq rate <queue> <N/D | none>")
+		}
+		r, err := parseRate(rest[0])
+		if err != nil {
+			return err
+		}
+		if err := q.SetRateLimit(ctx, r); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: rate limit %s\n", q.Name(), r)
+		return nil
 	case "pause", "resume":
 		if len(rest) != 0 {
 			return bad("usage: prioq %s <queue>", cmd)
@@ -513,6 +528,12 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 				return err
 			}
 		}
+		var rate prioq.Rate
+		if q.Mode() == prioq.AtLeastOnce {
+			if rate, err = q.RateLimit(ctx); err != nil {
+				return err
+			}
+		}
 		now := time.Now()
 		// With --watch, rates over the interval since the last line: the
 		// change of the queue's totals (prioq.Stats) over the time between.
@@ -527,7 +548,7 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			out := map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
 				"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
 				"oldest_ready_seconds": st.OldestReady.Seconds(), "paused": st.Paused,
-				"enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups, "top_groups": groupsJSON(groups)}
+				"enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups, "top_groups": groupsJSON(groups), "rate_limit": rate.String()}
 			if enqRate != nil {
 				out["enqueued_per_second"], out["acked_per_second"] = *enqRate, *ackRate
 			}
@@ -548,13 +569,17 @@ func stats(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) erro
 			if enqRate != nil {
 				fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
 			}
-			fmt.Fprintf(tw, "groups\t%d\n", st.Groups)
+			fmt.Fprintf(tw, "rate limit\t%s\ngroups\t%d\n", rate, st.Groups)
 			tw.Flush()
 			if len(groups) > 0 {
 				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "group\tready\tin flight\tlimit\tat limit")
+				fmt.Fprintln(tw, "group\tready\tin flight\tlimit\trate\tat limit")
 				for _, g := range groups {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\n", g.Group, g.Ready, g.InFlight, g.Limit, g.Parked)
+					at := fmt.Sprint(g.Parked)
+					if g.RateParked {
+						at = "rate"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Ready, g.InFlight, g.Limit, g.Rate, at)
 				}
 				tw.Flush()
 			}
@@ -747,31 +772,59 @@ func quietLogger() *slog.Logger {
 func groupsJSON(gs []prioq.GroupStats) []map[string]any {
 	out := []map[string]any{}
 	for _, g := range gs {
-		out = append(out, map[string]any{"group": g.Group, "ready": g.Ready, "in_flight": g.InFlight, "limit": g.Limit, "at_limit": g.Parked})
+		out = append(out, map[string]any{"group": g.Group, "ready": g.Ready, "in_flight": g.InFlight, "limit": g.Limit,
+			"rate": g.Rate.String(), "at_limit": g.Parked, "at_rate_limit": g.RateParked})
 	}
 	return out
 }
 
-// limit sets a group's concurrency limit ('*': every group's).
+// limit sets a group's limits ('*': every group's).
 func limit(ctx context.Context, q *prioq.Queue, args []string, w io.Writer) error {
-	if len(args) != 2 {
-		return bad("usage: prioq limit <queue> <group | '*'> <concurrency>")
+	fs := newFlags("limit")
+	rate := fs.String("rate", "none", "")
+	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
 	}
-	n, err := strconv.Atoi(args[1])
+	n, err := strconv.Atoi(pos[1])
 	if err != nil || n < 0 {
-		return bad("limit: concurrency %q is not a count (0 removes the limit)", args[1])
+		return bad("limit: concurrency %q is not a count (0 removes the limit)", pos[1])
 	}
-	group := args[0]
+	r, err := parseRate(*rate)
+	if err != nil {
+		return err
+	}
+	group := pos[0]
 	if group == "*" {
 		group = ""
 	}
-	if err := q.SetGroupLimit(ctx, group, prioq.GroupLimit{Concurrency: n}); err != nil {
+	if err := q.SetGroupLimit(ctx, group, prioq.GroupLimit{Concurrency: n, Rate: r}); err != nil {
 		return err
 	}
-	if n == 0 {
-		fmt.Fprintf(w, "%s: group %s without a limit\n", q.Name(), args[0])
-	} else {
-		fmt.Fprintf(w, "%s: group %s limited to %d in flight\n", q.Name(), args[0], n)
+	switch {
+	case n == 0 && r.N == 0:
+		fmt.Fprintf(w, "%s: group %s without a limit\n", q.Name(), pos[0])
+	case r.N == 0:
+		fmt.Fprintf(w, "%s: group %s limited to %d in flight\n", q.Name(), pos[0], n)
+	case n == 0:
+		fmt.Fprintf(w, "%s: group %s limited to %s taken\n", q.Name(), pos[0], r)
+	default:
+		fmt.Fprintf(w, "%s: group %s limited to %d in flight, %s taken\n", q.Name(), pos[0], n, r)
 	}
 	return nil
+}
+
+// parseRate reads a rate limit, "N/D" (100/1s: at most 100 taken in any
+// second), or "none".
+func parseRate(v string) (prioq.Rate, error) {
+	if v == "none" || v == "0" {
+		return prioq.Rate{}, nil
+	}
+	ns, ds, ok := strings.Cut(v, "/")
+	n, err1 := strconv.Atoi(ns)
+	d, err2 := time.ParseDuration(ds)
+	if !ok || err1 != nil || err2 != nil || n <= 0 || d <= 0 {
+		return prioq.Rate{}, bad("rate %q is not N/D (such as 100/1s) nor none", v)
+	}
+	return prioq.Rate{N: n, Per: d}, nil
 }

@@ -459,8 +459,8 @@ func TestGroupsEnqueueLimitStats(t *testing.T) {
 	assert.Equal(t, 2.0, js["groups"])
 	assert.Equal(t, 4.0, js["ready"])
 	assert.Equal(t, []any{
-		map[string]any{"group": "acme", "ready": 3.0, "in_flight": 0.0, "limit": 2.0, "at_limit": false},
-		map[string]any{"group": "zeta", "ready": 1.0, "in_flight": 0.0, "limit": 2.0, "at_limit": false},
+		map[string]any{"group": "acme", "ready": 3.0, "in_flight": 0.0, "limit": 2.0, "rate": "none", "at_limit": false, "at_rate_limit": false},
+		map[string]any{"group": "zeta", "ready": 1.0, "in_flight": 0.0, "limit": 2.0, "rate": "none", "at_limit": false, "at_rate_limit": false},
 	}, js["top_groups"])
 	out, _, code = prioqCmd(t, "", "stats", q.Name(), "--groups", "1")
 	require.Equal(t, 0, code)
@@ -469,4 +469,41 @@ func TestGroupsEnqueueLimitStats(t *testing.T) {
 	gs, err := q.Groups(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, gs, 2)
+}
+
+// Rate limits: rate sets the queue's, limit --rate a group's; stats shows
+// both; a rate that does not parse or that prioq refuses is bad input.
+func TestRateLimits(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	out, errOut, code := prioqCmd(t, "", "rate", q.Name(), "100/1s")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "rate limit 100/1s")
+	out, errOut, code = prioqCmd(t, "", "limit", q.Name(), "acme", "0", "--rate", "5/200ms")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "limited to 5/200ms taken")
+	for _, bad := range [][]string{{"rate", q.Name(), "100"}, {"rate", q.Name(), "x/1s"}, {"rate", q.Name(), "1/1us"},
+		{"limit", q.Name(), "acme", "1", "--rate", "5"}, {"rate", q.Name(), "1000000/1s"}} {
+		_, errOut, code = prioqCmd(t, "", bad...)
+		assert.Equal(t, 2, code, "%v: %s", bad, errOut)
+	}
+	_, errOut, code = prioqCmd(t, "", "enqueue", q.Name(), "--group", "acme", "x")
+	require.Equal(t, 0, code, errOut)
+	out, _, code = prioqCmd(t, "", "stats", q.Name(), "--json")
+	require.Equal(t, 0, code)
+	var js map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, "100/1s", js["rate_limit"])
+	assert.Equal(t, []any{
+		map[string]any{"group": "acme", "ready": 1.0, "in_flight": 0.0, "limit": 0.0, "rate": "5/200ms", "at_limit": false, "at_rate_limit": false},
+	}, js["top_groups"])
+	r, err := q.RateLimit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, prioq.Rate{N: 100, Per: time.Second}, r)
+	_, errOut, code = prioqCmd(t, "", "rate", q.Name(), "none")
+	require.Equal(t, 0, code, errOut)
+	out, _, code = prioqCmd(t, "", "stats", q.Name())
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "rate limit")
+	assert.Contains(t, out, "none")
 }
