@@ -140,6 +140,10 @@ func testFilledIndexNamesEveryWrite(t *testing.T, layout Layout, high int64) {
 			_, err := e.q.Enqueue(ctx, []byte("high"), Priority(high), ID("the-high-one"))
 			require.NoError(t, err)
 		}},
+		{"grouped.lua (a group's first message: its marker)", false, func(t *testing.T, ctx context.Context, e *env) {
+			_, err := e.q.Enqueue(ctx, []byte("high"), Priority(high), Group("g"))
+			require.NoError(t, err)
+		}},
 		{"enqueue.lua (batch of two lanes)", false, func(t *testing.T, ctx context.Context, e *env) {
 			_, err := e.q.EnqueueBatch(ctx, []EnqueueItem{
 				{Payload: []byte("high"), Options: []Option{Priority(high), ID("b1")}},

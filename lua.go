@@ -98,6 +98,10 @@ var (
 	enqueueSrc    string
 	enqueueScript = newScript(enqueueSrc)
 
+	//go:embed lua/grouped.lua
+	groupedSrc    string
+	groupedScript = newScript(groupedSrc)
+
 	//go:embed lua/promote.lua
 	promoteSrc    string
 	promoteScript = newScript(promoteSrc)

@@ -153,6 +153,14 @@ func scriptOps(q *Queue) []scriptOp {
 			_, err := f.q.Enqueue(ctx, []byte("x"))
 			return err
 		}, pipelinedKeys: plain},
+		// grouped.lua (threeLanes are AtLeastOnce): checks before it writes.
+		{name: "enqueue grouped", run: func(ctx context.Context, f *fixture) error {
+			if sh(f.q).cfg.Layout.seqMembers {
+				return nil // (RangeSorted takes no groups)
+			}
+			_, err := f.q.Enqueue(ctx, []byte("x"), Group("gx"))
+			return err
+		}},
 		{name: "enqueue id", run: func(ctx context.Context, f *fixture) error {
 			_, err := f.q.Enqueue(ctx, []byte("x"), ID("new-id"))
 			return err

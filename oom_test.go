@@ -121,10 +121,18 @@ func TestAtTheMemoryEdgeFailureMeansNotStored(t *testing.T) {
 			var stored, refused int
 			for i := 0; i < 1024; i++ {
 				payload := fmt.Sprintf("edge-%05d-%s", i, strings.Repeat("x", 40))
+				opts := []Option{Priority(int64(i % 3))}
+				grouped := i%2 == 1 && !l.layout.seqMembers // (grouped.lua)
+				if grouped {
+					opts = append(opts, Group(fmt.Sprint("g", i%5)))
+				}
 				setMaxMemory(t, c, usedMemory(t, c)-4096+int64(i)*8)
-				_, err := q.Enqueue(ctx, []byte(payload), Priority(int64(i%3)))
+				_, err := q.Enqueue(ctx, []byte(payload), opts...)
 				setMaxMemory(t, c, 0)
 				found := containsPayload(t, q, payload)
+				if grouped && err != nil {
+					require.Empty(t, existingGroupKeys(t, c, q), "a refused message of a group left nothing behind")
+				}
 				switch {
 				case err == nil && !found:
 					t.Fatalf("enqueue %d reported success but stored nothing", i)

@@ -144,8 +144,16 @@ func TestQueueRateLimitHoldsInEveryWindow(t *testing.T) {
 // before: there was no rate limit.
 func TestGroupRateLimitSkipsTheGroupNotTheQueue(t *testing.T) {
 	const limit, per, each = 3, 300 * time.Millisecond, 12
-	for _, l := range groupLayouts {
-		t.Run(l.name, func(t *testing.T) {
+	type variant struct {
+		name  string
+		l     int // in groupLayouts
+		multi bool
+	}
+	variants := []variant{{"Levels3", 0, false}, {"Levels12", 1, false}, {"Range", 2, false}, {"Range12", 3, false},
+		{"Levels3/multi", 0, true}, {"Range/multi", 2, true}}
+	for _, v := range variants {
+		l := groupLayouts[v.l]
+		t.Run(v.name, func(t *testing.T) {
 			c := newClient(t)
 			ctx := ctxT(t, 30*time.Second)
 			q := openQueue(t, c, Config{Layout: l.layout})
@@ -156,7 +164,13 @@ func TestGroupRateLimitSkipsTheGroupNotTheQueue(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			cons := newConsumer(t, q, ConsumerConfig{})
+			// (A MultiConsumer promotes when the park announces the time.)
+			var cons receiver
+			if v.multi {
+				cons = newMulti(t, c, MultiConfig{Queues: []string{q.Name()}})
+			} else {
+				cons = newConsumer(t, q, ConsumerConfig{})
+			}
 			// The first turns, then the slow group parks at its limit.
 			var order []string
 			var all []time.Time // the slow group's take times
