@@ -44,7 +44,8 @@
 // script receives the keys it touches in KEYS, but those whose names it
 // learns as it runs, which it builds from a key it was given (so they are in
 // its slot): a Range priority's list (prio:P), the lanes a take reads in the
-// filled index of a queue of many lanes, and a group's list and keys.
+// filled index of a queue of many lanes, a group's list and keys, and the
+// rate limits' keys and logs.
 //
 // A queue of N > 1 shards (Config.Shards) keeps its meta key, prioq:{Q}:meta,
 // and puts every other key of shard i under prioq/i:{Q/k}:, where the tag Q/k
@@ -90,6 +91,14 @@
 // flight across every consumer, counted by leases; a group at its limit is
 // parked until one of its leases ends. Queue.Groups reports them.
 // AtLeastOnce queues of Levels or Range only; see groups.go.
+//
+// # Rate limits
+//
+// GroupLimit.Rate bounds the messages of a group taken in any window of a
+// given length, SetRateLimit those of the whole queue, on the Redis server's
+// clock: sliding-window logs, exact in every window (limits.go). A group at
+// its rate limit is parked and put back by a promoter when its next take is
+// due; consumers of a queue at its limit sleep until then. Neither polls.
 //
 // # Cost per operation
 //

@@ -329,15 +329,7 @@ func TestRateLimitsInAQueueOfSeveralShards(t *testing.T) {
 // back to its lane when SetGroupLimit removes it, not when its time comes;
 // with both limits, a group waits at whichever it reaches first.
 func TestGroupLimitsLiftedAndCombined(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 20*time.Second)
-	q := openQueue(t, c, Config{Layout: Levels(3)})
-	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Concurrency: 2, Rate: Rate{N: 3, Per: time.Hour}}))
-	for i := range 6 {
-		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group("g"))
-		require.NoError(t, err)
-	}
-	cons := newConsumer(t, q, ConsumerConfig{})
+	_, ctx, q, cons := limitedGroup(t, GroupLimit{Concurrency: 2, Rate: Rate{N: 3, Per: time.Hour}}, 6)
 	recv := func() *Message {
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
@@ -401,4 +393,47 @@ func TestRateParkedGroupsCancelAndPurge(t *testing.T) {
 	var due int
 	require.NoError(t, c.Do(ctx, radix.Cmd(&due, "EXISTS", sh(q).k.gdue)))
 	assert.Equal(t, 0, due, "its time went with it")
+}
+
+// A group waiting for its rate stays parked when its leases end: only its
+// time brings it back (before it, its next take would park it again, a
+// script for nothing per ack). Failed on the first version of rate limits,
+// where every ack of the group's messages put it back.
+func TestRateParkedGroupStaysParkedWhenLeasesEnd(t *testing.T) {
+	c, ctx, q, cons := limitedGroup(t, GroupLimit{Concurrency: 5, Rate: Rate{N: 2, Per: time.Hour}}, 4)
+	var held []*Message
+	for range 2 {
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		held = append(held, m)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := cons.Receive(rctx) // parks g at its rate
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var parked int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).k.gpark, "g")))
+	require.Equal(t, 1, parked)
+	require.NoError(t, held[0].Ack(ctx))
+	require.NoError(t, held[1].Retry(ctx, time.Hour, "later")) // (fail.lua's lease end)
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).k.gpark, "g")))
+	assert.Equal(t, 1, parked, "still parked: its time has not come")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0, 0}, st.Lanes, "no marker went back")
+}
+
+// limitedGroup is a Levels queue whose group "g" has limits l and n
+// messages waiting, and a consumer of it.
+func limitedGroup(t *testing.T, l GroupLimit, n int) (radix.Client, context.Context, *Queue, *Consumer) {
+	t.Helper()
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	require.NoError(t, q.SetGroupLimit(ctx, "g", l))
+	for i := range n {
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group("g"))
+		require.NoError(t, err)
+	}
+	return c, ctx, q, newConsumer(t, q, ConsumerConfig{})
 }

@@ -54,6 +54,7 @@ local function remove(lane, e, key, g, list, parkedAt)
         redis.call('HSET', queue_key(lane, G_PARK), g, table.concat(kept, ' '))
       else
         redis.call('HDEL', queue_key(lane, G_PARK), g)
+        redis.pcall('ZREM', queue_key(lane, G_DUE), g) -- no park, no time
       end
       return
     end

@@ -1,4 +1,4 @@
--- grouplimit.lua: set a group's concurrency limit (groups.go).
+-- grouplimit.lua: set a group's limits, concurrency and rate (groups.go, limits.go).
 --
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:glimits  HASH
@@ -26,5 +26,8 @@ local back = 0
 for _, g in ipairs(redis.call('HKEYS', KEYS[2])) do
   if group_unpark(KEYS[4], kind, g) then back = back + 1 end
 end
+-- Every parked group is back: no time in gdue stands (a group still at its
+-- rate limit gets a new one from its next take). DEL takes any type.
+redis.call('DEL', queue_key(KEYS[4], G_DUE))
 if back > 0 then arm_wake(KEYS[3], nil) end
 return back

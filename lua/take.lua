@@ -34,7 +34,11 @@
 --           lanes holding messages, and the take builds the lane keys it
 --           needs from it (pop_filled): what it costs no longer grows with
 --           the lanes ('' or absent: KEYS[5..] are the lanes)
--- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused, else
+-- ARGV[11]  SHARDED for a shard of a queue of several ('' else): how a take
+--           that parks a group at its rate limit wakes the promoters
+-- Returns: {} when nothing is ready, {REPLY_PAUSED} when paused,
+--          {REPLY_LIMITED, ms} when the queue is at its rate limit (nothing
+--          taken; the next message may be taken in ms), else
 --          {token1, member1, token2, member2, ...}, each member as it was in
 --          its lane: its attempts field counts the deliveries before this
 --          one (the sweep and fail.lua count a delivery when it ends). With a
@@ -796,6 +800,12 @@ if G then
     if lim and lim.r then rate_log(lim.log, us, lim.per, tokens) end
   end
   for g, due in pairs(G.due) do group_due(qprefix, g, due, sharded) end
+  -- A group parked at its concurrency alone has no time to wait for: one
+  -- left in gdue (a cancel emptied its list meanwhile) would keep lease
+  -- ends from putting it back (lib.lua rate_parked).
+  for g in pairs(G.park) do
+    if not G.due[g] then redis.pcall('ZREM', qprefix .. G_DUE, g) end
+  end
   for g, n in pairs(G.ready) do count_add(qprefix .. G_READY, g, -n) end
   if G.marks > 0 then count_add(qprefix .. G_READY, '', -G.marks) end
   for g, entries in pairs(G.park) do

@@ -13,7 +13,8 @@ local kind = kind_of(ARGV[1])
 need(KEYS[1], 'zset')
 local back = 0
 for i = 2, #ARGV do
-  if group_unpark(KEYS[2], kind, ARGV[i]) then back = back + 1 end
+  -- (A group waiting for its rate comes back from a promoter.)
+  if not rate_parked(KEYS[2], ARGV[i]) and group_unpark(KEYS[2], kind, ARGV[i]) then back = back + 1 end
 end
 if back > 0 then arm_wake(KEYS[1], nil) end
 return back
