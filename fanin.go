@@ -342,7 +342,7 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	if r.limited > 0 {
 		// At its share of the queue's rate limit: left alone until its
 		// next message may be taken, the other shards served meanwhile.
-		fi.markDown(i, r.limited, nil)
+		fi.markDown(i, r.limited, fi.err) // (a shard's failure stays the one to report)
 	}
 	return r.msgs, nil
 }

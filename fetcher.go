@@ -384,6 +384,10 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	// until its next message may be taken (at most BlockTimeout, so that a
 	// raised limit is seen, and only while a caller still wants the result)
 	// and a take again: the take says when, so this is no polling.
+	//
+	// The wake-up this consumer may have popped stays with it while it
+	// sleeps (the others need not wake to find the queue at its limit), and
+	// is put back when it gives up: closed, or wanted by nobody.
 	take := func() ([]*Message, error) {
 		for {
 			r := takeOnce()
@@ -395,9 +399,11 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 			case <-t.C:
 			case <-c.bg.Done():
 				t.Stop()
+				f.rearmWake()
 				return nil, ErrClosed
 			}
 			if !f.stillWanted() {
+				f.rearmWake()
 				return nil, nil
 			}
 		}
@@ -413,9 +419,7 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 		cancel()
 		if err != nil {
 			if c.bg.Err() != nil {
-				rearm, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = q.do(rearm, radix.Cmd(nil, "ZADD", q.k.wake, "0", wakeMember))
-				cancel()
+				f.rearmWake()
 				return nil, ErrClosed
 			}
 			if closedUnder(q.c, err) {
@@ -435,6 +439,15 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 			return nil, nil
 		}
 	}
+}
+
+// rearmWake puts the wake-up member back (a hint: at worst a consumer wakes
+// for nothing), for a fetch that gives up on the work it may have been woken
+// for.
+func (f *fetcher) rearmWake() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = f.s.do(ctx, radix.Cmd(nil, "ZADD", f.s.k.wake, "0", wakeMember))
 }
 
 // releaseIDs frees the caller ids of AtMostOnce messages as they are handed

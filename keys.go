@@ -59,7 +59,8 @@ import (
 //	                            lane key, and by Go (keySet.groupLeases)
 //	prioq:{Q}:gpark     HASH    group -> "N|score N|score ...": its markers taken out of
 //	                            lanes N (score: Range) at its concurrency limit, put back
-//	                            when one of its leases ends
+//	                            when one of its leases ends, or at its rate limit, put
+//	                            back by a promoter at its time in gdue
 //	prioq:{Q}:glimits   HASH    group -> its limits, "K R P": concurrency K, at most R
 //	                            takes per P ms (limits.go); "" -> every group's
 //	prioq:{Q}:glog:G    ZSET    lease token -> take time (µs, server clock): group G's

@@ -28,8 +28,9 @@ import (
 // A group at its rate limit is skipped like one at its concurrency limit
 // (its marker parked), and comes back when the oldest take that holds it
 // there leaves the window: a promoter puts it back then (the time is kept
-// beside the delayed messages' and wakes the promoters the same way), so no
-// consumer polls for it, and the groups without a limit go on meanwhile. A
+// beside the delayed messages' and wakes the promoters the same way; the
+// lease sweep puts back a group whose time passed unseen), so no consumer
+// polls for it, and the groups without a limit go on meanwhile. A
 // queue at its rate limit takes nothing: the take replies with the time
 // until its next message may be taken, and the consumer sleeps until then
 // (at most BlockTimeout, to see a raised limit).

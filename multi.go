@@ -255,6 +255,7 @@ type unit struct {
 	mu        sync.Mutex
 	removed   bool        // by Remove: its promotions stop
 	due       *time.Timer // the next promotion
+	dueAt     time.Time   // when due fires (zero once it fired)
 	promoting bool
 }
 
@@ -568,13 +569,23 @@ func (m *multi) promoteIn(u *unit, d time.Duration) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	at := time.Now().Add(d)
 	if u.due != nil {
+		if !u.dueAt.IsZero() && u.dueAt.After(time.Now()) && !u.dueAt.After(at) {
+			return // an earlier promotion is set: it learns what comes next
+		}
 		u.due.Stop()
 	}
 	if u.removed {
 		return
 	}
-	u.due = time.AfterFunc(d, func() { m.promote(u) })
+	u.dueAt = at
+	u.due = time.AfterFunc(d, func() {
+		u.mu.Lock()
+		u.dueAt = time.Time{}
+		u.mu.Unlock()
+		m.promote(u)
+	})
 }
 
 // probeLoop probes every served shard every ProbeInterval: it marks those
@@ -651,14 +662,14 @@ func chunkByNode(units []*unit) [][]*unit {
 // too.
 func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 	n := len(units)
-	keys := make([]string, 3*n, 4*n)
+	keys := make([]string, 4*n, 5*n)
 	_, cluster := m.c.(*radix.Cluster)
 	args := []string{strconv.Itoa(n), "0", ""}
 	if cluster {
 		args[2] = "cluster"
 	}
 	for i, u := range units {
-		keys[i], keys[n+i], keys[2*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases
+		keys[i], keys[n+i], keys[2*n+i], keys[3*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases, u.s.k.gdue
 	}
 	if deep {
 		args[1] = args[0]
@@ -689,14 +700,21 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 	if err != nil {
 		return fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
 	}
-	if len(res) != 3*len(units)+1 {
+	if len(res) != 4*len(units)+1 {
 		return fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
 	}
 	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
 	for i, u := range units {
-		ready, due, lease := res[i], res[n+i], res[2*n+i]
+		ready, due, lease, gdue := res[i], res[n+i], res[2*n+i], res[3*n+i]
 		if ready == "1" {
 			m.markReady(u)
+		}
+		// A group parked at its rate limit comes back by a promotion too
+		// (promote.lua): the earlier of the two times.
+		if g, err := strconv.ParseFloat(gdue, 64); err == nil {
+			if d, err := strconv.ParseFloat(due, 64); err != nil || g < d {
+				due = gdue
+			}
 		}
 		if d, err := strconv.ParseFloat(due, 64); err == nil {
 			if wait := time.Duration(int64(d)-now) * time.Millisecond; wait <= 0 {

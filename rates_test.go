@@ -427,6 +427,12 @@ func TestRateParkedGroupStaysParkedWhenLeasesEnd(t *testing.T) {
 // messages waiting, and a consumer of it.
 func limitedGroup(t *testing.T, l GroupLimit, n int) (radix.Client, context.Context, *Queue, *Consumer) {
 	t.Helper()
+	return limitedGroupWith(t, l, n, ConsumerConfig{})
+}
+
+// limitedGroupWith is limitedGroup with a consumer of cfg.
+func limitedGroupWith(t *testing.T, l GroupLimit, n int, cfg ConsumerConfig) (radix.Client, context.Context, *Queue, *Consumer) {
+	t.Helper()
 	c := newClient(t)
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(3)})
@@ -435,5 +441,95 @@ func limitedGroup(t *testing.T, l GroupLimit, n int) (radix.Client, context.Cont
 		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group("g"))
 		require.NoError(t, err)
 	}
-	return c, ctx, q, newConsumer(t, q, ConsumerConfig{})
+	return c, ctx, q, newConsumer(t, q, cfg)
+}
+
+// A group parked at its rate limit for longer than PromoteWait comes back
+// on time: the promoter's re-read of the next due time at each PromoteWait
+// counts the groups' times too. Failed before (found in review): the re-read
+// saw only the delayed set, dropped the timer, and the group waited until
+// some other wake-up, here forever.
+func TestRateParkedGroupOutlastsPromoteWait(t *testing.T) {
+	_, ctx, _, cons := limitedGroupWith(t, GroupLimit{Rate: Rate{N: 1, Per: 1500 * time.Millisecond}}, 2,
+		ConsumerConfig{PromoteWait: 200 * time.Millisecond})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m2, err := cons.Receive(rctx)
+	require.NoError(t, err, "the second message comes when its time does")
+	gap := m2.TakenAt().Sub(m.TakenAt())
+	t.Logf("second taken %v after the first", gap)
+	assert.GreaterOrEqual(t, gap, 1500*time.Millisecond)
+}
+
+// A MultiConsumer's probe counts the groups' times too, and never puts an
+// earlier promotion off to the delayed set's later head. Failed before
+// (found in review): with a message delayed an hour, the probe moved the
+// promotion to that hour and the parked group waited for it.
+func TestMultiConsumerPromotesRateParkedGroups(t *testing.T) {
+	c, ctx, q, cons := limitedGroupWith(t, GroupLimit{Rate: Rate{N: 1, Per: time.Second}}, 2, ConsumerConfig{})
+	require.NoError(t, cons.Close(ctx)) // (a MultiConsumer serves it instead)
+	_, err := q.Enqueue(ctx, []byte("later"), Delay(time.Hour))
+	require.NoError(t, err)
+	mc := newMulti(t, c, MultiConfig{Queues: []string{q.Name()}, ProbeInterval: 100 * time.Millisecond})
+	m, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m2, err := mc.Receive(rctx)
+	require.NoError(t, err, "the second message comes when its time does")
+	assert.Equal(t, "g", m2.Group)
+	assert.GreaterOrEqual(t, m2.TakenAt().Sub(m.TakenAt()), time.Second)
+}
+
+// A consumer that popped the wake-up and sleeps at the queue's rate limit
+// puts the wake-up back when it is closed: a consumer blocked on it would
+// otherwise never hear of the work left. Failed before (found in review).
+func TestRateLimitedSleeperClosedPutsTheWakeUpBack(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	require.NoError(t, q.SetRateLimit(ctx, Rate{N: 1, Per: 10 * time.Second}))
+	cs := []*Consumer{newConsumer(t, q, ConsumerConfig{}), newConsumer(t, q, ConsumerConfig{})}
+	got := make(chan int, 2)
+	for i, cn := range cs {
+		go func() {
+			if m, err := cn.Receive(ctx); err == nil {
+				_ = m.Ack(ctx)
+				got <- i
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // both wait on the wake-up
+	_, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("m1")}, {Payload: []byte("m2")}})
+	require.NoError(t, err)
+	first := <-got
+	// The other popped the wake-up the first take set for m2, and sleeps.
+	var score string
+	require.Eventually(t, func() bool {
+		return c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).k.wake, wakeMember)) == nil && score == ""
+	}, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, cs[1-first].Close(ctx))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).k.wake, wakeMember)))
+	assert.NotEqual(t, "", score, "the wake-up is back for m2")
+}
+
+// With no promoter at all (NoPromoter on every consumer), a group whose
+// time has passed is put back by the lease sweep, the net under the
+// promoters. Failed before (found in review): the sweep passed every group
+// with a time by, due or not.
+func TestRateParkedGroupIsPutBackBySweepWithoutPromoters(t *testing.T) {
+	_, ctx, _, cons := limitedGroupWith(t, GroupLimit{Rate: Rate{N: 1, Per: 500 * time.Millisecond}}, 2,
+		ConsumerConfig{NoPromoter: true, SweepInterval: 100 * time.Millisecond})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m2, err := cons.Receive(rctx)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, m2.TakenAt().Sub(m.TakenAt()), 500*time.Millisecond)
 }

@@ -23,9 +23,13 @@
 -- many lane counts follow (0, or n in a deep probe); 'cluster' on a cluster, where
 -- one command may still not name keys of several slots (EXISTS is then
 -- asked key by key), else ''; the lane counts; then the key names: the wake-up keys of n shards, their delayed keys, their
--- leases keys (prioq:{Q}:wake, :delayed, :leases) and, in a deep probe,
--- their paused keys, then the lanes of each shard in turn (the lanes cost
--- the most: a consumer reads them every few probes).
+-- leases keys, their groups' due times (prioq:{Q}:wake, :delayed, :leases,
+-- :gdue) and, in a deep probe, their paused keys, then the lanes of each
+-- shard in turn (the lanes cost the most: a consumer reads them every few
+-- probes).
+-- Returns 4n + 1 values: ready (1/0) per shard, its first due time (ms, ''
+-- for none), its first lease deadline, the first time a group parked at its
+-- rate limit comes back (ms, ''), then the server's now (ms).
 local n, counts, cluster = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == 'cluster'
 local KEYS = {}
 for i = 4 + counts, #ARGV do KEYS[#KEYS + 1] = ARGV[i] end
@@ -71,21 +75,22 @@ end
 group(0, function() return 1 end, 0)
 -- Shards whose lanes hold messages, found by halving too (start[i]: the
 -- first lane key of shard i).
-local start = {4 * n + 1}
+local start = {5 * n + 1}
 for i = 1, counts do start[i + 1] = start[i] + tonumber(ARGV[i + 3]) end
 local function lanes(from, to)
   if start[to + 1] <= start[from] or exists(start[from], start[to + 1] - 1) == 0 then return end
   if from == to then
-    if out[from] == 0 and redis.call('EXISTS', KEYS[3 * n + from]) == 0 then out[from] = 1 end
+    if out[from] == 0 and redis.call('EXISTS', KEYS[4 * n + from]) == 0 then out[from] = 1 end
     return
   end
   local mid = math.floor((from + to) / 2)
   lanes(from, mid)
   lanes(mid + 1, to)
 end
-if n > 0 and #KEYS > 3 * n then lanes(1, n) end
+if n > 0 and #KEYS > 4 * n then lanes(1, n) end
 group(n, head, '')
 group(2 * n, head, '')
+group(3 * n, head, '')
 local t = redis.call('TIME')
-out[3 * n + 1] = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+out[4 * n + 1] = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 return out

@@ -11,10 +11,12 @@
 -- ARGV[2]   batch limit (Go caps it at MaxBatch)
 -- ARGV[3]   1 or 2 = arm the consumer wake-up (AtLeastOnce, or a shard of a
 --           queue of several), 0 = not
--- ARGV[4]   1 = lanes are lists, 2 = sorted sets
+-- ARGV[4]   the kind (KIND_LEVELS, KIND_RANGE, KIND_LISTS, KIND_FILLED or
+--           KIND_LISTS_FILLED)
 -- Returns: {moved, ms until the next due time (0 when due now) or -1 when
--- nothing is delayed, the server's now (ms)}: the promoter's timer runs on
--- these, not on the host's wall clock.
+-- nothing is delayed and no group waits for its rate (gdue, below), the
+-- server's now (ms)}: the promoter's timer runs on these, not on the host's
+-- wall clock.
 -- Messages move in (due time, sequence) order: those due in the same
 -- millisecond in the order they were scheduled.
 -- Atomic: two promoters running at once each move a disjoint set (the second

@@ -121,9 +121,15 @@ if type(parked) == 'table' and not parked.err and #parked > 0 then
     local l = redis.pcall('HMGET', limits, g, '')
     local lim = type(l) == 'table' and not l.err and limit_of(l[1] or l[2])
     -- A group parked at its rate limit comes back at its due time, from a
-    -- promoter (gdue); one without a due time (lost with a gdue of the wrong
-    -- type) comes back here, and its next take parks it again if need be.
+    -- promoter (gdue); one whose time has passed (no promoter ran: every
+    -- consumer has NoPromoter, or its wake-up was lost) or that has none
+    -- (lost with a gdue of the wrong type) comes back here, and its next
+    -- take parks it again if need be.
     local timed = redis.pcall('ZSCORE', gdue, g)
+    if type(timed) == 'string' and tonumber(timed) <= now then
+      redis.call('ZREM', gdue, g)
+      timed = nil
+    end
     if type(timed) ~= 'string' and (not lim or n < lim) and group_unpark(KEYS[6], kind, g) then mended = true end
   end
   if mended then try_arm(KEYS[4], nil) end

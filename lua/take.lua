@@ -60,8 +60,9 @@
 -- never reused, so a stale ack cannot match a new delivery.
 --
 -- Cost: the hot path of the default mode, so it makes as few calls as it
--- can: the pop, one EXISTS (two when the pop took a lane's last message),
--- TIME, one ZADD, one HSET, and the wake-up only when more work waits
+-- can: one GET (the queue's rate limit), the pop, one EXISTS (two when the
+-- pop took a lane's last message), TIME, one ZADD, one HSET, and the
+-- wake-up only when more work waits
 -- (a take of several that empties a lane pops and asks again); members are
 -- passed through untouched. It does not check key types first: the pop is
 -- the first write (it frees memory, so a take runs at maxmemory), and if a
@@ -83,6 +84,15 @@ local sharded = ARGV[11] == SHARDED
 -- The queue's keys' prefix: the leases key's name without its own.
 local prefix = string.match(KEYS[2], '^(.*)leases$')
 
+-- clock is the server's now, read once per take (the first caller reads
+-- it): the rate limits' checks, their logs and the lease tokens all see the
+-- same time, so that a token's time is the time its take was counted at.
+local clockFloor, clockCeil, clockUs
+local function clock()
+  if not clockUs then clockFloor, clockCeil, clockUs = now_ms() end
+  return clockFloor, clockCeil, clockUs
+end
+
 -- The queue's rate limit (limits.go), when it has one: at it, the take
 -- takes nothing and says in how many ms the next message may be taken;
 -- below it, it takes no more than the limit leaves, and its tokens join the
@@ -92,7 +102,7 @@ local qlog, qper
 do
   local _, r, per = limit_of(redis.pcall('GET', prefix .. Q_RATE))
   if r and lease > 0 then
-    local _, _, us = now_ms()
+    local _, _, us = clock()
     local n = rate_window(prefix .. Q_LOG, us, per)
     if n and n >= r then
       local due = rate_due(prefix .. Q_LOG, n, 0, r, per, us)
@@ -556,14 +566,13 @@ end
 -- A marker whose group's list is empty (its messages cancelled) is dropped.
 -- The counts and parks are written last, after the leases; undo reverses the
 -- rest (p.groups: {group list, message, list, marker back, marker}).
--- Limits (G_LIMITS: group -> concurrency, '' for every group) are read once
+-- Limits (G_LIMITS: group -> "K R P", '' for every group) are read once
 -- per group and take, with the group's count in flight. A key of the wrong
 -- type among these is passed by: no limit, no count.
 -- G is this take's group state, made at its first message of a group (a
 -- take without groups makes none): per group, messages taken (taken), taken
 -- from its lists (ready), parked entries (park), limit read (limit), lease
 -- tokens (tokens); markers out of the lanes (marks); the key prefix.
-local G
 -- Rate limits (limits.go) are read with the concurrency ones: a group at
 -- its rate limit is parked too, and its time to come back (when the oldest
 -- take that keeps it there leaves the window) set in G_DUE, where a
@@ -598,7 +607,7 @@ local function group_limit(g)
       end
       if r then
         if not G.now then
-          local _, _, us = now_ms()
+          local _, _, us = clock()
           G.now = us
         end
         local log = qprefix .. G_LOG .. g
@@ -730,7 +739,7 @@ end
 
 -- The lane index is the number that ends the popped key's name (keys.go:
 -- prioq:{Q}:lane:N).
-local _, nowc, us = now_ms()
+local _, nowc, us = clock()
 local stamp = string.format('%013x', us)
 local deadline = nowc + lease
 local zargs, hargs = {}, {}

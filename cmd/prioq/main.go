@@ -50,7 +50,8 @@ commands:
   peek <queue> [-n N] [--payload]
   enqueue <queue> [--priority P] [--delay D] [--id ID] [--group G] [--header k=v]... [payload | -]
   limit <queue> <group | '*'> <concurrency> [--rate N/D]
-                                  a group's limits ('*': every group's; 0, none: no limit)
+                                  a group's limits, both replaced ('*': every group's;
+                                  0 and no --rate: no limit)
   rate <queue> <N/D | none>       the queue's rate limit: at most N taken in any window D
   cancel <queue> <id>
   dead <queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]
