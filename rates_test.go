@@ -452,13 +452,7 @@ func limitedGroupWith(t *testing.T, l GroupLimit, n int, cfg ConsumerConfig) (ra
 func TestRateParkedGroupOutlastsPromoteWait(t *testing.T) {
 	_, ctx, _, cons := limitedGroupWith(t, GroupLimit{Rate: Rate{N: 1, Per: 1500 * time.Millisecond}}, 2,
 		ConsumerConfig{PromoteWait: 200 * time.Millisecond})
-	m, err := cons.Receive(ctx)
-	require.NoError(t, err)
-	require.NoError(t, m.Ack(ctx))
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m2, err := cons.Receive(rctx)
-	require.NoError(t, err, "the second message comes when its time does")
+	m, m2 := twoInTurn(t, ctx, cons)
 	gap := m2.TakenAt().Sub(m.TakenAt())
 	t.Logf("second taken %v after the first", gap)
 	assert.GreaterOrEqual(t, gap, 1500*time.Millisecond)
@@ -474,13 +468,7 @@ func TestMultiConsumerPromotesRateParkedGroups(t *testing.T) {
 	_, err := q.Enqueue(ctx, []byte("later"), Delay(time.Hour))
 	require.NoError(t, err)
 	mc := newMulti(t, c, MultiConfig{Queues: []string{q.Name()}, ProbeInterval: 100 * time.Millisecond})
-	m, err := mc.Receive(ctx)
-	require.NoError(t, err)
-	require.NoError(t, m.Ack(ctx))
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m2, err := mc.Receive(rctx)
-	require.NoError(t, err, "the second message comes when its time does")
+	m, m2 := twoInTurn(t, ctx, mc)
 	assert.Equal(t, "g", m2.Group)
 	assert.GreaterOrEqual(t, m2.TakenAt().Sub(m.TakenAt()), time.Second)
 }
@@ -524,12 +512,20 @@ func TestRateLimitedSleeperClosedPutsTheWakeUpBack(t *testing.T) {
 func TestRateParkedGroupIsPutBackBySweepWithoutPromoters(t *testing.T) {
 	_, ctx, _, cons := limitedGroupWith(t, GroupLimit{Rate: Rate{N: 1, Per: 500 * time.Millisecond}}, 2,
 		ConsumerConfig{NoPromoter: true, SweepInterval: 100 * time.Millisecond})
-	m, err := cons.Receive(ctx)
+	m, m2 := twoInTurn(t, ctx, cons)
+	assert.GreaterOrEqual(t, m2.TakenAt().Sub(m.TakenAt()), 500*time.Millisecond)
+}
+
+// twoInTurn receives and acks a message from r, then receives the next one
+// within 5 s: the second message of a group limited to one per window.
+func twoInTurn(t *testing.T, ctx context.Context, r receiver) (first, second *Message) {
+	t.Helper()
+	first, err := r.Receive(ctx)
 	require.NoError(t, err)
-	require.NoError(t, m.Ack(ctx))
+	require.NoError(t, first.Ack(ctx))
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m2, err := cons.Receive(rctx)
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, m2.TakenAt().Sub(m.TakenAt()), 500*time.Millisecond)
+	second, err = r.Receive(rctx)
+	require.NoError(t, err, "the second message comes when its time does")
+	return first, second
 }
