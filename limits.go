@@ -21,7 +21,7 @@ import (
 // length Per, wherever it starts, ever holds more than N takes, which a token
 // bucket does not promise (one of burst N lets up to 2N through a window that
 // starts just before a full bucket is spent and ends after it refilled). The
-// price is memory: up to N entries of about 90 bytes per limited queue or
+// price is memory: up to N entries of about 140 bytes per limited queue or
 // group, dropped as they leave the window (a log idle for Per expires
 // whole), which is why N is capped at MaxRate.
 //
