@@ -38,6 +38,7 @@ func TestEndToEndInDocker(t *testing.T) {
 				record := func(id string) { mu.Lock(); seen[id]++; mu.Unlock() }
 
 				consumer := startHelper(t, "consume", redis.Addr, spec, "H_WORKERS=4")
+				consumer.ready(t) // (it took none of 6,000 when the work began before it ran)
 				producer := startHelper(t, "produce", redis.Addr, spec, "H_N="+strconv.Itoa(perProducer), "H_PREFIX=proc-")
 				runCtx, stop := context.WithCancel(ctx)
 				var wg sync.WaitGroup

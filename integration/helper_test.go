@@ -33,7 +33,8 @@ import (
 //	F id group end     its handler ended, just before its ack
 //	T id group taken   the take's time, on the Redis server's clock
 //
-// and A as above. H_LIMIT, when set, is every group's concurrency limit;
+// and A as above; every consumer role writes "R ready" once its consumers
+// run. H_LIMIT, when set, is every group's concurrency limit;
 // H_HANDLE_MS the longest a handler runs (2 ms by default).
 const helperEnv = "PRIOQ_INTEGRATION_HELPER"
 
@@ -169,8 +170,20 @@ func consumeLoops(ctx context.Context, q *prioq.Queue, seed uint64, handle func(
 			}
 		}()
 	}
+	// Every consumer runs: say so (R), for tests that must not start the
+	// work before this process can take part in it.
+	fmt.Fprintln(os.Stdout, "R ready")
 	wg.Wait() // runs until killed
 	return 0
+}
+
+// ready waits until h's consumers run (its R line): a process started with
+// exec takes a while (seconds, under the race detector and a loaded machine),
+// during which in-process consumers could drain everything alone.
+func (h *helperProc) ready(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(h.get("R")) > 0 }, time.Minute, 10*time.Millisecond,
+		"the helper's consumers never started")
 }
 
 // helperProc is a running helper process and what it has reported so far.
