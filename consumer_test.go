@@ -391,3 +391,43 @@ func TestCloseNeverHidesAGivenBackRangeMessage(t *testing.T) {
 	_, err = q.Enqueue(ctx, []byte("again"), ID("x"), Priority(5))
 	assert.NoError(t, err, "its id was released")
 }
+
+// An idle AtMostOnce consumer of Levels or Range (sorted) asked for a batch
+// waits for its context, not for one BlockTimeout: the blocking pop's null
+// reply at its timeout is no error. Failed before (seen as background errors
+// in the Docker e2e test): radix's Maybe unmarshals a null reply into its
+// Tuple all the same, which fails ("expected array of size 2 but got array
+// of size 0"), and ReceiveBatch returned that error after BlockTimeout.
+func TestIdleBatchPopTimesOutWithoutError(t *testing.T) {
+	for _, l := range []struct {
+		name   string
+		layout Layout
+	}{{"Levels3", Levels(3)}, {"RangeSeq", seqRange(0, 99, 3)}} {
+		t.Run(l.name, func(t *testing.T) {
+			c := newClient(t)
+			ctx := ctxT(t, 10*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout, Mode: AtMostOnce})
+			var mu sync.Mutex
+			var reported []error
+			cons := newConsumer(t, q, ConsumerConfig{BlockTimeout: 100 * time.Millisecond, OnError: func(err error) {
+				mu.Lock()
+				reported = append(reported, err)
+				mu.Unlock()
+			}})
+			rctx, cancel := context.WithTimeout(ctx, 450*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := cons.ReceiveBatch(rctx, 4)
+			require.ErrorIs(t, err, context.DeadlineExceeded, "waited for its context: %v", err)
+			assert.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond)
+			_, err = q.Enqueue(ctx, []byte("x"))
+			require.NoError(t, err)
+			msgs, err := cons.ReceiveBatch(ctx, 4)
+			require.NoError(t, err)
+			assert.Len(t, msgs, 1)
+			mu.Lock()
+			assert.Empty(t, reported)
+			mu.Unlock()
+		})
+	}
+}

@@ -311,6 +311,12 @@ func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
 			mb.Rcv = radix.Tuple{&key, &entries}
 			err = q.doBlocking(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
 		}
+		if mb.Null {
+			// The timeout's null reply: nothing popped. (radix v4.1.4's Maybe
+			// still unmarshals it into its Tuple, which fails on the null
+			// array: "expected array of size 2 but got array of size 0".)
+			key, entries, err = "", nil, nil
+		}
 	}
 	return key, entries, err
 }
