@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
+
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -138,4 +140,49 @@ func TestEnqueueBatchBeyondTheLimitWritesNothing(t *testing.T) {
 	res, err := q.EnqueueBatch(ctx, items[:MaxBatch])
 	require.NoError(t, err)
 	assert.Len(t, res, MaxBatch)
+}
+
+// Groups at the largest batch: a take of MaxBatch whose pop meets a group's
+// marker behind ~9,000 plain messages, and one that takes MaxBatch messages
+// of a single group, lease them all, lose none and count them right. Failed
+// before: the take copied the messages ahead of the marker with unpack, and
+// added the group's lease tokens with unpack, both past Lua's ~8,000 values,
+// after the pop (the first case lost the 9,000 messages popped).
+func TestGroupsAtTheLargestBatch(t *testing.T) {
+	c := newClient(t)
+	for _, tc := range []struct {
+		name         string
+		plain, group int
+	}{{"marker behind 9000", 9000, 10}, {"one group of MaxBatch", 0, MaxBatch + 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t, 120*time.Second)
+			q := openQueue(t, c, Config{Layout: Levels(1)})
+			fillBatch(t, ctx, q, tc.plain)
+			fillBatch(t, ctx, q, tc.group, Group("g"))
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			got, err := cons.ReceiveBatch(ctx, MaxBatch)
+			require.NoError(t, err)
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			assert.EqualValues(t, len(got), st.InFlight, "every message taken is leased")
+			assert.EqualValues(t, tc.plain+tc.group, st.Ready+st.InFlight, "nothing lost")
+			gs, err := q.Groups(ctx, 0)
+			require.NoError(t, err)
+			inGroup := 0
+			for _, m := range got {
+				if m.Group == "g" {
+					inGroup++
+				}
+			}
+			require.Len(t, gs, 1)
+			assert.EqualValues(t, tc.group-inGroup, gs[0].Ready)
+			assert.EqualValues(t, inGroup, gs[0].InFlight)
+			var tokens int
+			require.NoError(t, c.Do(ctx, radix.Cmd(&tokens, "SCARD", sh(q).k.groupLeases("g"))))
+			assert.Equal(t, inGroup, tokens, "every lease of the group counted")
+			for _, err := range AckBatch(ctx, got...) {
+				require.NoError(t, err)
+			}
+		})
+	}
 }

@@ -632,7 +632,10 @@ local function resolve(p)
       if not G then groups_begin() end
       local gtaken, gready, gpark = G.taken, G.ready, G.park
       if not kept then
-        kept = {unpack(items, 1, j - 1)}
+        -- (A loop, not unpack: a pop of MaxBatch holds more than the
+        -- ~8,000 values unpack takes, and this is past the pop.)
+        kept = {}
+        for k = 1, j - 1 do kept[k] = items[k] end
         p.orig, p.groups = items, {}
       end
       if b ~= 0 then
@@ -804,7 +807,7 @@ end
 if G then
   local qprefix = G.prefix
   for g, tokens in pairs(G.tokens) do
-    redis.pcall('SADD', qprefix .. G_LEASES .. g, unpack(tokens))
+    pchunked('SADD', qprefix .. G_LEASES .. g, tokens)
     local lim = G.limit[g]
     if lim and lim.r then rate_log(lim.log, us, lim.per, tokens) end
   end
