@@ -50,12 +50,7 @@ func TestGroupTakeOfSeveralFromOneGroup(t *testing.T) {
 // limit is not kept while it is broken (reported), and every message comes.
 // Before: the marker was popped and never parked; two messages hidden.
 func TestGroupParkOfTheWrongTypeHidesNothing(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	q := openQueue(t, c, Config{Layout: Levels(3)})
-	s := sh(q)
-	require.NoError(t, q.SetGroupLimit(ctx, "A", GroupLimit{Concurrency: 1}))
-	enqueueGroup(t, ctx, q, 3, 1, "A")
+	c, ctx, q, s := groupAOfOne(t)
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.gpark, "x")))
 	var got []*Message
 	for range 3 {
@@ -74,12 +69,7 @@ func TestGroupParkOfTheWrongTypeHidesNothing(t *testing.T) {
 // in the pipeline) leaves a token that no lease holds; a group at its limit
 // because of it is mended by the sweep. Before: the group waited forever.
 func TestGroupLeakedTokenIsMendedBySweep(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	q := openQueue(t, c, Config{Layout: Levels(3)})
-	s := sh(q)
-	require.NoError(t, q.SetGroupLimit(ctx, "A", GroupLimit{Concurrency: 1}))
-	enqueueGroup(t, ctx, q, 3, 1, "A")
+	c, ctx, _, s := groupAOfOne(t)
 	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	tok := r.msgs[0].token
@@ -100,12 +90,7 @@ func TestGroupLeakedTokenIsMendedBySweep(t *testing.T) {
 // the markers back) is put back by the sweep. Before: hidden until
 // SetGroupLimit.
 func TestGroupParkedWithoutLeasesIsMendedBySweep(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	q := openQueue(t, c, Config{Layout: Levels(3)})
-	s := sh(q)
-	require.NoError(t, q.SetGroupLimit(ctx, "A", GroupLimit{Concurrency: 1}))
-	enqueueGroup(t, ctx, q, 3, 1, "A")
+	c, ctx, q, s := groupAOfOne(t)
 	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	r2, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
@@ -240,4 +225,16 @@ func TestGroupUnparkIntoABrokenLaneKeepsItParked(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1, "back once mended")
 	assert.Equal(t, "g1", string(r.msgs[0].Payload))
+}
+
+// groupAOfOne is a Levels queue with 3 messages of group A, whose
+// concurrency limit is 1.
+func groupAOfOne(t *testing.T) (radix.Client, context.Context, *Queue, *shard) {
+	t.Helper()
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, c, Config{Layout: Levels(3)})
+	require.NoError(t, q.SetGroupLimit(ctx, "A", GroupLimit{Concurrency: 1}))
+	enqueueGroup(t, ctx, q, 3, 1, "A")
+	return c, ctx, q, sh(q)
 }

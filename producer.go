@@ -408,18 +408,11 @@ func (s *shard) sendGrouped(ctx context.Context, p prepared) ([]EnqueueResult, e
 // sendGroupedScript stores ps, ready messages of groups without ids of the
 // caller's, with grouped.lua: one call, atomic, cheaper than enqueue.lua.
 func (s *shard) sendGroupedScript(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
-	keys := []string{s.k.counts, s.k.wake}
-	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
+	keys, ki := s.laneKeys([]string{s.k.counts, s.k.wake}, ps)
 	args := make([]string, 0, 3+3*len(ps))
 	args = append(args, s.kind(), argYes, strconv.Itoa(len(ps)))
-	for _, p := range ps {
-		ki, ok := laneKeyIdx[p.lane]
-		if !ok {
-			keys = append(keys, s.k.lanes[p.lane])
-			ki = len(keys)
-			laneKeyIdx[p.lane] = ki
-		}
-		args = append(args, strconv.Itoa(ki), p.score, string(p.env))
+	for i, p := range ps {
+		args = append(args, ki[i], p.score, string(p.env))
 	}
 	werr := s.write(ctx, groupedScript.Cmd(nil, keys, args...))
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
@@ -435,25 +428,36 @@ func (s *shard) sendGroupedScript(ctx context.Context, ps []prepared) ([]Enqueue
 	return out, nil
 }
 
-// sendScript stores ps with enqueue.lua: one call, atomic.
-func (s *shard) sendScript(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
-	keys := []string{s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.wake, s.k.counts}
-	laneKeyIdx := make(map[int]int, 4) // lane -> 1-based KEYS index
-	args := make([]string, 0, 3+7*len(ps))
-	args = append(args, s.armFlag(), s.kind(), strconv.Itoa(len(ps)))
-	for _, p := range ps {
-		ki, ok := laneKeyIdx[p.lane]
+// laneKeys appends to keys the lane keys ps use, each once, and returns
+// them with each message's lane as its 1-based index in them (the scripts'
+// KEYS index).
+func (s *shard) laneKeys(keys []string, ps []prepared) ([]string, []string) {
+	at := make(map[int]string, 4) // lane -> KEYS index
+	ki := make([]string, len(ps))
+	for i, p := range ps {
+		k, ok := at[p.lane]
 		if !ok {
 			keys = append(keys, s.k.lanes[p.lane])
-			ki = len(keys)
-			laneKeyIdx[p.lane] = ki
+			k = strconv.Itoa(len(keys))
+			at[p.lane] = k
 		}
+		ki[i] = k
+	}
+	return keys, ki
+}
+
+// sendScript stores ps with enqueue.lua: one call, atomic.
+func (s *shard) sendScript(ctx context.Context, ps []prepared) ([]EnqueueResult, error) {
+	keys, ki := s.laneKeys([]string{s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.wake, s.k.counts}, ps)
+	args := make([]string, 0, 3+7*len(ps))
+	args = append(args, s.armFlag(), s.kind(), strconv.Itoa(len(ps)))
+	for i, p := range ps {
 		caller := argNo
 		if p.caller {
 			caller = argYes
 		}
 		args = append(args, p.id, caller, p.due, strconv.Itoa(p.lane),
-			strconv.Itoa(ki), p.score, string(p.env))
+			ki[i], p.score, string(p.env))
 	}
 	var codes []int
 	werr := s.write(ctx, enqueueScript.Cmd(&codes, keys, args...))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/integration/internal/redisdocker"
 )
 
 // groupEvent is a G or F line of a consume-groups helper.
@@ -35,20 +36,29 @@ func groupEvents(t *testing.T, h *helperProc, kind string) []groupEvent {
 	return out
 }
 
+// groupsQueue is a Levels AtLeastOnce queue on a Redis of its own in Docker
+// (started with args), for tests with consumer processes; ctx ends in 4
+// minutes at most.
+func groupsQueue(t *testing.T, args ...string) (*redisdocker.Container, context.Context, queueSpec, *prioq.Queue) {
+	t.Helper()
+	leakCheck(t)
+	redis := ownRedis(t, args...)
+	cl := newPool(t, redis.Addr, 16)
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	spec := queueSpec{queueName(t), "levels", "alo"}
+	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
+	require.NoError(t, err)
+	return redis, ctx, spec, q
+}
+
 // One tenant enqueues 100,000 messages, then 99 tenants 10 each, all at the
 // same priority; 8 consumers in two processes. Every quiet tenant's 10
 // messages are delivered within the first 2,000 deliveries (ordered by when
 // their handlers started); without groups they would come after the 100,000.
 func TestGroupsFairnessWithConsumerProcesses(t *testing.T) {
-	leakCheck(t)
-	redis := ownRedis(t)
-	cl := newPool(t, redis.Addr, 16)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	spec := queueSpec{queueName(t), "levels", "alo"}
-	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
-	require.NoError(t, err)
+	redis, ctx, spec, q := groupsQueue(t)
 	const loud, quiet, each = 100000, 99, 10
 	items := make([]prioq.EnqueueItem, 0, prioq.MaxBatch)
 	flush := func() {
@@ -121,15 +131,7 @@ func TestGroupsFairnessWithConsumerProcesses(t *testing.T) {
 // start and end times, no group ever has two messages in a handler at once,
 // and every message is handled.
 func TestGroupConcurrencyUnderChaos(t *testing.T) {
-	leakCheck(t)
-	redis := ownRedis(t, "--appendonly", "yes", "--appendfsync", "always")
-	cl := newPool(t, redis.Addr, 16)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	spec := queueSpec{queueName(t), "levels", "alo"}
-	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
-	require.NoError(t, err)
+	redis, ctx, spec, q := groupsQueue(t, "--appendonly", "yes", "--appendfsync", "always")
 	require.NoError(t, q.SetGroupLimit(ctx, "", prioq.GroupLimit{Concurrency: 1}))
 	const groups, each = 30, 100
 	rng := newRand(t, 1)
@@ -232,6 +234,7 @@ func TestGroupConcurrencyUnderChaos(t *testing.T) {
 	// fails with EOF and radix drops it, as for any user.)
 	var st prioq.Stats
 	var gs []prioq.GroupStats
+	var err error
 	require.Eventually(t, func() bool {
 		if st, err = q.Stats(ctx); err == nil {
 			gs, err = q.Groups(ctx, 0)
@@ -253,15 +256,7 @@ func TestGroupConcurrencyUnderChaos(t *testing.T) {
 // is served as fast as when it is alone: the limited group is skipped, not
 // waited for.
 func TestGroupRateLimitWithConsumerProcesses(t *testing.T) {
-	leakCheck(t)
-	redis := ownRedis(t)
-	cl := newPool(t, redis.Addr, 16)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	spec := queueSpec{queueName(t), "levels", "alo"}
-	q, err := prioq.Open(ctx, cl, spec.name, spec.config())
-	require.NoError(t, err)
+	redis, ctx, spec, q := groupsQueue(t)
 	const rate, seconds, free = 100, 60, 20000
 	require.NoError(t, q.SetGroupLimit(ctx, "limited", prioq.GroupLimit{Rate: prioq.Rate{N: rate, Per: time.Second}}))
 	enqueue := func(group string, n int) {

@@ -49,18 +49,7 @@ for i = 0, n - 1 do
   else
     ready = true
     if kind == KIND_RANGE then seqs = seqs + 1 end
-    local ki = tonumber(ARGV[base + 4])
-    if not laneChecked[ki] then
-      need(KEYS[ki], lane_type(kind))
-      laneChecked[ki] = true
-    end
-    if kind == KIND_LISTS then
-      local key = plist_key(KEYS[ki], prio_str(ARGV[base + 5]))
-      if not laneChecked[key] then
-        need(key, 'list')
-        laneChecked[key] = true
-      end
-    end
+    need_lane(laneChecked, KEYS[tonumber(ARGV[base + 4])], kind, ARGV[base + 5])
   end
 end
 if callers then

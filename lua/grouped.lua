@@ -22,18 +22,8 @@ for i = 0, n - 1 do
   local ki, score, env = tonumber(ARGV[4 + i * 3]), ARGV[5 + i * 3], ARGV[6 + i * 3]
   local key = ki and KEYS[ki]
   if not key or not env or not env_group(env) then error('grouped: message ' .. i .. ' is not a lane index, score and envelope of a group') end
-  if not checked[key] then
-    need(key, lane_type(kind))
-    checked[key] = true
-  end
-  if kind == KIND_LISTS then
-    if not string.match(score, '^-?%d+$') then error('grouped: message ' .. i .. ' has score ' .. score) end
-    local list = plist_key(key, prio_str(score))
-    if not checked[list] then
-      need(list, 'list')
-      checked[list] = true
-    end
-  end
+  if kind == KIND_LISTS and not string.match(score, '^-?%d+$') then error('grouped: message ' .. i .. ' has score ' .. score) end
+  need_lane(checked, key, kind, score)
 end
 if arm then need(KEYS[2], 'zset') end
 -- best: the best priority a marker made ready (the wake-up's score: see

@@ -104,6 +104,23 @@ local function prio_str(score)
   return string.format('%d', -tonumber(score))
 end
 
+-- need_lane checks, before a write, that lane key `key` and, for
+-- KIND_LISTS, the list of score's priority can take a push (need: missing
+-- or of the lane's type), each key once per script (checked: the keys seen).
+local function need_lane(checked, key, kind, score)
+  if not checked[key] then
+    need(key, lane_type(kind))
+    checked[key] = true
+  end
+  if kind == KIND_LISTS then
+    local list = plist_key(key, prio_str(score))
+    if not checked[list] then
+      need(list, 'list')
+      checked[list] = true
+    end
+  end
+end
+
 -- need_seq checks the FIFO counter can be incremented n times more.
 local function need_seq(key, n)
   local v = redis.call('GET', key) -- WRONGTYPE for a non-string

@@ -572,20 +572,21 @@ end
 -- G is this take's group state, made at its first message of a group (a
 -- take without groups makes none): per group, messages taken (taken), taken
 -- from its lists (ready), parked entries (park), limit read (limit), lease
--- tokens (tokens); markers out of the lanes (marks); the key prefix.
+-- tokens (tokens); markers out of the lanes (marks); times to come back at
+-- (due). Its keys are the queue's (prefix).
 -- Rate limits (limits.go) are read with the concurrency ones: a group at
 -- its rate limit is parked too, and its time to come back (when the oldest
 -- take that keeps it there leaves the window) set in G_DUE, where a
 -- promoter finds it (promote.lua); due: those times.
 local G
 local function groups_begin()
-  G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, due = {}, marks = 0, prefix = prefix}
+  G = {taken = {}, ready = {}, park = {}, limit = {}, tokens = {}, due = {}, marks = 0}
 end
 -- group_limit is g's limits as this take sees them, false for none: c, its
 -- concurrency, and n, its leases; r per per ms, its rate, and m, the takes
 -- in its log's window (log).
 local function group_limit(g)
-  local gtaken, glimit, qprefix = G.taken, G.limit, G.prefix
+  local gtaken, glimit, qprefix = G.taken, G.limit, prefix
   local l = glimit[g]
   if l == nil then
     local v = redis.pcall('HMGET', qprefix .. G_LIMITS, g, '')
@@ -805,7 +806,7 @@ if qlog then
 end
 -- Groups' counts and parks, last (see resolve): nothing can fail after.
 if G then
-  local qprefix = G.prefix
+  local qprefix = prefix
   for g, tokens in pairs(G.tokens) do
     pchunked('SADD', qprefix .. G_LEASES .. g, tokens)
     local lim = G.limit[g]
