@@ -149,7 +149,7 @@ func unknownLaneStarts(body []byte) []int {
 
 func (s *shard) deadOp(ctx context.Context, op, id string) (int64, error) {
 	var n int64
-	if err := s.do(ctx, deadScript.Cmd(&n, s.k.deadKeys, op, id, s.kind(), s.armFlag())); err != nil {
+	if err := s.do(ctx, s.eval(deadScript, &n, s.k.deadKeys, op, id, s.kind(), s.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: %s dead letters of %q: %w", op, s.name, err)
 	}
 	return n, nil

@@ -352,7 +352,7 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 func (s *shard) top(ctx context.Context) (int64, error) {
 	var got string
 	keys := append([]string{s.k.paused}, s.k.highFirst...)
-	if err := s.do(ctx, topScript.Cmd(&got, keys, s.kind())); err != nil {
+	if err := s.do(ctx, s.eval(topScript, &got, keys, s.kind())); err != nil {
 		return 0, fmt.Errorf("prioq: probe %q: %w", s.name, err)
 	}
 	if got == "" {

@@ -109,7 +109,7 @@ func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) e
 		return fmt.Errorf("prioq: set group limit of %q: %w", q.name, ErrWrongMode)
 	}
 	return q.eachShard(func(_ int, s *shard) error {
-		err := s.do(ctx, groupLimitScript.Cmd(nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
+		err := s.do(ctx, s.eval(groupLimitScript, nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
 			s.kind(), group, fmtLimit(l.Concurrency, l.Rate)))
 		if err != nil {
 			return fmt.Errorf("prioq: set group limit of %q: %w", q.name, err)
@@ -159,7 +159,7 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 		if err == nil {
 			// (A script, so not in the pipeline: radix sends EVALSHA and
 			// falls back to EVAL, which a pipeline cannot.)
-			err = s.do(ctx, groupInflightScript.Cmd(&c.inflight, []string{s.k.inflight}))
+			err = s.do(ctx, s.eval(groupInflightScript, &c.inflight, []string{s.k.inflight}))
 		}
 		if err != nil {
 			return fmt.Errorf("prioq: groups of %q: %w", q.name, err)

@@ -14,10 +14,11 @@ import (
 // Every key of queue Q starts with prioq:{Q}:, so the queue lives in one
 // Redis Cluster slot (its hash tag is its name) and every multi-key command
 // and script prioq sends is legal on a cluster. Scripts get every key they
-// touch in KEYS, but two: a Range priority's list (prio:P below), whose
-// name a take learns only as it pops P from an index, and the lanes of a
-// queue with a filled index, which a take builds as it reads their names
-// there; both are built from a key given in KEYS, so they are in its slot.
+// touch in KEYS, but some they build from a declared key's name, so in its
+// slot: a Range priority's list (prio:P below), whose name a take learns
+// only as it pops P from an index, the lanes a filled index names, and the
+// keys of a group. A script that may touch such a key is fenced (the fence
+// key below): it never runs while its slot is half moved between nodes.
 //
 //	prioq:{Q}:meta      HASH    layout, mode, format: written by Open when missing
 //	                            (and put back by consumers if a restart lost it)
@@ -91,6 +92,13 @@ import (
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane "-", no
 //	                            score: kept whole, never requeued) (AtLeastOnce)
+//	prioq:{Q}:fence     none    never written: every script that may touch a key it
+//	                            does not declare (the group lists, gleases:G, glog:G,
+//	                            prio:P, the lanes a filled index names) declares this
+//	                            key last (shard.eval, lua.go's script), so a cluster
+//	                            node refuses it (TRYAGAIN) while the slot is migrating
+//	                            or importing: it runs only when the whole slot is on
+//	                            one node (DESIGN.md §5)
 //
 // A queue of several shards (Config.Shards) keeps prioq:{Q}:meta (field
 // "shards" says how many) and puts every other key above, for shard i, under
@@ -108,6 +116,7 @@ type keySet struct {
 	gready, gpark, glimits, gdue                   string
 	rate, rlog                                     string
 	wake, paused, leases, inflight, dead           string
+	fence                                          string   // never exists (see the layout above)
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
 
@@ -211,6 +220,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		inflight: p + "inflight",
 		dead:     p + "dead",
 		counts:   p + "counts",
+		fence:    p + "fence",
 		filled:   p + filledName,
 		// Groups (groups.go).
 		gready:  p + groupReadyName,

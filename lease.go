@@ -210,7 +210,7 @@ func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
 	}
 	// The script's reply replaces removed whole; it counts its acks itself.
 	keys := []string{s.k.leases, s.k.inflight, s.k.ids, s.k.counts, s.k.wake, s.k.lanes[0]}
-	werr, notRepl := s.writeWait(ctx, ackScript.Cmd(&removed, keys, args...))
+	werr, notRepl := s.writeWait(ctx, s.eval(ackScript, &removed, keys, args...))
 	errs := make([]error, len(reqs))
 	if werr != nil {
 		return fill(errs, fmt.Errorf("prioq: ack in %q: %w", s.name, werr))
@@ -319,7 +319,7 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 		// The acks stand whatever this does: a group left parked gets its
 		// markers back at its next lease end, or by SetGroupLimit.
 		args := append([]string{s.kind()}, unpark...)
-		if err := s.do(ctx, unparkScript.Cmd(nil, []string{s.k.wake, s.k.lanes[0]}, args...)); err != nil {
+		if err := s.do(ctx, s.eval(unparkScript, nil, []string{s.k.wake, s.k.lanes[0]}, args...)); err != nil {
 			s.cfg.Logger.WarnContext(ctx, "prioq: putting back groups waiting at their limit", "queue", s.name, "groups", unpark, "error", err)
 		}
 	}
@@ -362,7 +362,7 @@ const (
 // Config.WaitReplicas, ErrNotReplicated beside a reply that says what was done.
 func (s *shard) fail(ctx context.Context, token string, after time.Duration, reason, op string) (int, error) {
 	code := failCodeLost
-	err := s.write(ctx, failScript.Cmd(&code, s.k.failKeys, token,
+	err := s.write(ctx, s.eval(failScript, &code, s.k.failKeys, token,
 		fmtInt(leaseMs(after)), reason, strconv.Itoa(s.cfg.MaxAttempts), s.kind(), op, s.armFlag()))
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return failCodeLost, err
@@ -380,7 +380,7 @@ func (s *shard) fail(ctx context.Context, token string, after time.Duration, rea
 func (s *shard) release(ctx context.Context, tokens []string) (int, error) {
 	args := append([]string{s.kind()}, tokens...)
 	var n int
-	if err := s.do(ctx, releaseScript.Cmd(&n, s.k.releaseKeys, args...)); err != nil {
+	if err := s.do(ctx, s.eval(releaseScript, &n, s.k.releaseKeys, args...)); err != nil {
 		return 0, fmt.Errorf("prioq: release %d messages of %q: %w", len(tokens), s.name, err)
 	}
 	return n, nil

@@ -22,6 +22,33 @@ var libSrc string
 // constants is the protocol's part of every script's prelude, written once.
 var constants = luaConstants()
 
+// script is a fenced script (DESIGN.md §5): it may touch keys it does not
+// declare (a group's list, a Range priority's list, a lane named in the
+// filled index), so it must not run while its slot is being moved between
+// cluster nodes, when such a key may still be on the other node (a read
+// fails the script after its writes; a write creates a second copy on the
+// importing node). shard.eval declares the shard's fence (keys.go) as its
+// last key: a key of its slot that never exists, so a node that is
+// migrating or importing the slot refuses the script with TRYAGAIN before it
+// runs, and shard.do sends it again until the slot is stable or the
+// deadline passes. fencePrelude takes the fence off KEYS again, so the
+// script's own text never sees it. A script has no Cmd of its own: it runs
+// through shard.eval, or not at all.
+type script struct{ es radix.EvalScript }
+
+// fencePrelude runs first in a fenced script: the fence is the last key.
+const fencePrelude = "table.remove(KEYS) -- the fence (keys.go): declared, never touched\n"
+
+// newFenced is newScript for a fenced script.
+func newFenced(src string) script {
+	return script{radix.NewEvalScript(fencePrelude + constants + libFor(src) + src)}
+}
+
+// Only four scripts are not fenced: open.lua, extend.lua and pause.lua
+// declare the one key they touch (radix follows a node's ASK for it, and a
+// node that has the key runs them), and probe.lua declares none (it reads
+// many queues of one node: multi.go handles a queue whose slot moves).
+
 // newScript sends src with the protocol's constants and only the helpers of
 // lib.lua it uses (and those they use): Redis runs a script's whole text on
 // every call, and each helper defined is a closure made on every call, a
@@ -96,43 +123,43 @@ var (
 
 	//go:embed lua/enqueue.lua
 	enqueueSrc    string
-	enqueueScript = newScript(enqueueSrc)
+	enqueueScript = newFenced(enqueueSrc)
 
 	//go:embed lua/grouped.lua
 	groupedSrc    string
-	groupedScript = newScript(groupedSrc)
+	groupedScript = newFenced(groupedSrc)
 
 	//go:embed lua/promote.lua
 	promoteSrc    string
-	promoteScript = newScript(promoteSrc)
+	promoteScript = newFenced(promoteSrc)
 
 	//go:embed lua/cancel.lua
 	cancelSrc    string
-	cancelScript = newScript(cancelSrc)
+	cancelScript = newFenced(cancelSrc)
 
 	//go:embed lua/depth.lua
 	depthSrc    string
-	depthScript = newScript(depthSrc)
+	depthScript = newFenced(depthSrc)
 
 	//go:embed lua/peek.lua
 	peekSrc    string
-	peekScript = newScript(peekSrc)
+	peekScript = newFenced(peekSrc)
 
 	//go:embed lua/purge.lua
 	purgeSrc    string
-	purgeScript = newScript(purgeSrc)
+	purgeScript = newFenced(purgeSrc)
 
 	//go:embed lua/take.lua
 	takeSrc    string
-	takeScript = newScript(takeSrc)
+	takeScript = newFenced(takeSrc)
 
 	//go:embed lua/fail.lua
 	failSrc    string
-	failScript = newScript(failSrc)
+	failScript = newFenced(failSrc)
 
 	//go:embed lua/top.lua
 	topSrc    string
-	topScript = newScript(topSrc)
+	topScript = newFenced(topSrc)
 
 	// probe.lua starts with its flags (a shebang line), so it gets no
 	// prelude: it needs none.
@@ -142,7 +169,7 @@ var (
 
 	//go:embed lua/release.lua
 	releaseSrc    string
-	releaseScript = newScript(releaseSrc)
+	releaseScript = newFenced(releaseSrc)
 
 	//go:embed lua/extend.lua
 	extendSrc    string
@@ -150,23 +177,23 @@ var (
 
 	//go:embed lua/ack.lua
 	ackSrc    string
-	ackScript = newScript(ackSrc)
+	ackScript = newFenced(ackSrc)
 
 	//go:embed lua/unpark.lua
 	unparkSrc    string
-	unparkScript = newScript(unparkSrc)
+	unparkScript = newFenced(unparkSrc)
 
 	//go:embed lua/groupinflight.lua
 	groupInflightSrc    string
-	groupInflightScript = newScript(groupInflightSrc)
+	groupInflightScript = newFenced(groupInflightSrc)
 
 	//go:embed lua/grouplimit.lua
 	groupLimitSrc    string
-	groupLimitScript = newScript(groupLimitSrc)
+	groupLimitScript = newFenced(groupLimitSrc)
 
 	//go:embed lua/sweep.lua
 	sweepSrc    string
-	sweepScript = newScript(sweepSrc)
+	sweepScript = newFenced(sweepSrc)
 
 	//go:embed lua/pause.lua
 	pauseSrc    string
@@ -174,5 +201,5 @@ var (
 
 	//go:embed lua/dead.lua
 	deadSrc    string
-	deadScript = newScript(deadSrc)
+	deadScript = newFenced(deadSrc)
 )

@@ -414,7 +414,7 @@ func (s *shard) sendGroupedScript(ctx context.Context, ps []prepared) ([]Enqueue
 	for i, p := range ps {
 		args = append(args, ki[i], p.score, string(p.env))
 	}
-	werr := s.write(ctx, groupedScript.Cmd(nil, keys, args...))
+	werr := s.write(ctx, s.eval(groupedScript, nil, keys, args...))
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
 	}
@@ -460,7 +460,7 @@ func (s *shard) sendScript(ctx context.Context, ps []prepared) ([]EnqueueResult,
 			ki[i], p.score, string(p.env))
 	}
 	var codes []int
-	werr := s.write(ctx, enqueueScript.Cmd(&codes, keys, args...))
+	werr := s.write(ctx, s.eval(enqueueScript, &codes, keys, args...))
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
 	}

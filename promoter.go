@@ -211,7 +211,7 @@ func (s *shard) promote(ctx context.Context) (int, time.Duration, int64, error) 
 // drive it with virtual time.
 func (s *shard) promoteAt(ctx context.Context, nowMs string) (int, time.Duration, int64, error) {
 	var res []int64
-	err := s.do(ctx, promoteScript.Cmd(&res, s.k.promoteKeys, nowMs,
+	err := s.do(ctx, s.eval(promoteScript, &res, s.k.promoteKeys, nowMs,
 		strconv.Itoa(s.cfg.PromoteBatch), s.armFlag(), s.kind()))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", s.name, err)

@@ -592,7 +592,7 @@ const statsNames = 1000
 // pipeline of stats reads them for the other layouts.
 func (s *shard) listsDepth(ctx context.Context, lanes []int64) ([][][]byte, error) {
 	var rows [][][]byte
-	if err := s.do(ctx, depthScript.Cmd(&rows, s.k.lanes, strconv.Itoa(statsNames))); err != nil {
+	if err := s.do(ctx, s.eval(depthScript, &rows, s.k.lanes, strconv.Itoa(statsNames))); err != nil {
 		return nil, err
 	}
 	if len(rows) != len(lanes) {
@@ -667,7 +667,7 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 // peek is Peek of one shard.
 func (s *shard) peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	var raw [][]byte
-	if err := s.do(ctx, peekScript.Cmd(&raw, s.k.highFirst, strconv.Itoa(min(n, MaxBatch)), s.kind())); err != nil {
+	if err := s.do(ctx, s.eval(peekScript, &raw, s.k.highFirst, strconv.Itoa(min(n, MaxBatch)), s.kind())); err != nil {
 		return nil, fmt.Errorf("prioq: peek %q: %w", s.name, err)
 	}
 	out := make([]MessageInfo, 0, len(raw))
@@ -706,7 +706,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 // cancel is Cancel on one shard.
 func (s *shard) cancel(ctx context.Context, id string) error {
 	var n int
-	if err := s.do(ctx, cancelScript.Cmd(&n, s.k.cancelKeys, id, s.kind())); err != nil {
+	if err := s.do(ctx, s.eval(cancelScript, &n, s.k.cancelKeys, id, s.kind())); err != nil {
 		return fmt.Errorf("prioq: cancel %q in %q: %w", id, s.name, err)
 	}
 	if n == 0 {
@@ -739,7 +739,7 @@ func (q *Queue) sumShards(f func(s *shard) (int64, error)) (int64, error) {
 // purge is Purge of one shard.
 func (s *shard) purge(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.do(ctx, purgeScript.Cmd(&n, s.k.purgeKeys, s.kind(), s.armFlag())); err != nil {
+	if err := s.do(ctx, s.eval(purgeScript, &n, s.k.purgeKeys, s.kind(), s.armFlag())); err != nil {
 		return 0, fmt.Errorf("prioq: purge %q: %w", s.name, err)
 	}
 	return n, nil

@@ -77,6 +77,12 @@ func newShard(c Client, name string, cfg *Config, k keySet) *shard {
 	return s
 }
 
+// eval is the call of fenced script sc with keys and args: keys and the
+// shard's fence (see script), in the shard's slot.
+func (s *shard) eval(sc script, rcv any, keys []string, args ...string) radix.Action {
+	return sc.es.Cmd(rcv, append(clip(keys), s.k.fence), args...)
+}
+
 func (s *shard) kind() string {
 	switch {
 	case s.filled() && s.lists():

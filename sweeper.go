@@ -77,7 +77,7 @@ func jitter(d time.Duration) time.Duration {
 // trip.
 func (s *shard) sweep(ctx context.Context, limit int) (back, dead int, more bool, err error) {
 	var res []int
-	err = s.do(ctx, sweepScript.Cmd(&res, s.k.sweepKeys, strconv.Itoa(limit),
+	err = s.do(ctx, s.eval(sweepScript, &res, s.k.sweepKeys, strconv.Itoa(limit),
 		strconv.Itoa(s.cfg.MaxAttempts), s.kind()))
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", s.name, err)

@@ -96,7 +96,7 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	args = append(args, s.armFlag()) // ARGV[11]: how to wake the promoters
 
 	var raw [][]byte
-	if err := s.do(ctx, takeScript.Cmd(&raw, keys, args...)); err != nil {
+	if err := s.do(ctx, s.eval(takeScript, &raw, keys, args...)); err != nil {
 		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
 	}
 	if len(raw) == 1 && string(raw[0]) == replyPaused {

@@ -157,35 +157,93 @@ func (c *testCluster) byAddr(addr string) *localProc {
 // keys batch keys at a time with pause between batches, then NODE on every
 // primary. It returns how long the slot was moving.
 func (c *testCluster) moveSlot(slot int, to *localProc, batch int, pause time.Duration) time.Duration {
+	start := time.Now()
+	m := c.openMove(slot, to)
+	if m == nil {
+		return 0
+	}
+	for m.migrateBatch(batch) > 0 {
+		time.Sleep(pause)
+	}
+	m.finish()
+	return time.Since(start)
+}
+
+// A slotMove is a slot being moved between two primaries, opened by
+// openMove: the slot IMPORTING on the target and MIGRATING on the source,
+// its keys moved by the test with migrate or migrateBatch (so that a test can
+// stop halfway: some of a shard's keys on each node), ended by finish.
+type slotMove struct {
+	c        *testCluster
+	slot     string
+	from, to *localProc
+	toID     string
+}
+
+// openMove opens the move of slot from its primary to to (nil when to
+// already serves it).
+func (c *testCluster) openMove(slot int, to *localProc) *slotMove {
 	t := c.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	from := c.byAddr(c.ownerOf(slot))
 	if from == to {
-		return 0
+		return nil
 	}
-	fromID, toID, s := c.nodeID(from), c.nodeID(to), strconv.Itoa(slot)
-	start := time.Now()
-	require.NoError(t, nodeDo(ctx, to.addr(), nil, "CLUSTER", "SETSLOT", s, "IMPORTING", fromID))
-	require.NoError(t, nodeDo(ctx, from.addr(), nil, "CLUSTER", "SETSLOT", s, "MIGRATING", toID))
-	for {
-		var keys []string
-		require.NoError(t, nodeDo(ctx, from.addr(), &keys, "CLUSTER", "GETKEYSINSLOT", s, strconv.Itoa(batch)))
-		if len(keys) == 0 {
-			break
-		}
-		args := append([]string{"127.0.0.1", strconv.Itoa(to.port), "", "0", "5000", "KEYS"}, keys...)
-		require.NoError(t, nodeDo(ctx, from.addr(), nil, "MIGRATE", args...))
-		time.Sleep(pause)
+	m := &slotMove{c: c, slot: strconv.Itoa(slot), from: from, to: to, toID: c.nodeID(to)}
+	require.NoError(t, nodeDo(ctx, to.addr(), nil, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", c.nodeID(from)))
+	require.NoError(t, nodeDo(ctx, from.addr(), nil, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.toID))
+	return m
+}
+
+// migrate moves keys (of the slot, on the source) to the target, REPLACE
+// when replace (what redis-cli --cluster fix --cluster-replace does); it
+// returns MIGRATE's error (BUSYKEY when a key exists on both nodes).
+func (m *slotMove) migrate(replace bool, keys ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := []string{"127.0.0.1", strconv.Itoa(m.to.port), "", "0", "5000"}
+	if replace {
+		args = append(args, "REPLACE")
 	}
-	for _, p := range append([]*localProc{to, from}, c.primaries...) {
-		if err := nodeDo(ctx, p.addr(), nil, "CLUSTER", "SETSLOT", s, "NODE", toID); err != nil {
+	return nodeDo(ctx, m.from.addr(), nil, "MIGRATE", append(append(args, "KEYS"), keys...)...)
+}
+
+// keysLeft lists up to n keys of the slot still on the source.
+func (m *slotMove) keysLeft(n int) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var keys []string
+	require.NoError(m.c.t, nodeDo(ctx, m.from.addr(), &keys, "CLUSTER", "GETKEYSINSLOT", m.slot, strconv.Itoa(n)))
+	return keys
+}
+
+// migrateBatch moves up to batch keys of the slot still on the source and
+// returns how many it moved.
+func (m *slotMove) migrateBatch(batch int) int {
+	keys := m.keysLeft(batch)
+	if len(keys) > 0 {
+		require.NoError(m.c.t, m.migrate(false, keys...))
+	}
+	return len(keys)
+}
+
+// finish moves the keys left (without REPLACE: a key on both nodes fails
+// the test, as it fails an operator's move) and gives the slot to the
+// target on every primary.
+func (m *slotMove) finish() {
+	t := m.c.t
+	for m.migrateBatch(100) > 0 {
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range append([]*localProc{m.to, m.from}, m.c.primaries...) {
+		if err := nodeDo(ctx, p.addr(), nil, "CLUSTER", "SETSLOT", m.slot, "NODE", m.toID); err != nil {
 			t.Logf("SETSLOT NODE on %s: %v", p.addr(), err)
 		}
 	}
-	took := time.Since(start)
-	require.Eventually(t, func() bool { return c.ownerOf(slot) == to.addr() }, 10*time.Second, 20*time.Millisecond)
-	return took
+	slot, _ := strconv.Atoi(m.slot)
+	require.Eventually(t, func() bool { return m.c.ownerOf(slot) == m.to.addr() }, 10*time.Second, 20*time.Millisecond)
 }
 
 // addPrimary starts a node, joins it to the cluster as a primary without
