@@ -37,6 +37,7 @@ type shardLoad struct {
 	acked  map[string]bool      // enqueue returned nil
 	stored int                  // stored but not acknowledged (ErrNotReplicated, or ErrDuplicate on a retry)
 	seen   map[string]int       // deliveries
+	first  map[string]time.Time // when each was first handed to a handler
 	ready  map[string]time.Time // before the first enqueue attempt of each message
 	taken  []inversion.Delivery // first deliveries: priority, ready, lease start
 	enqErr []string             // errors producers saw
@@ -52,7 +53,7 @@ func startShardLoad(t *testing.T, ctx context.Context, q *prioq.Queue, producers
 // startShardLoadOn is startShardLoad after a backlog of messages of random
 // priorities, enqueued (with ids b-0, b-1, …) before the consumers start.
 func startShardLoadOn(t *testing.T, ctx context.Context, q *prioq.Queue, backlog, producers, consumers int, pace time.Duration) *shardLoad {
-	l := &shardLoad{q: q, acked: map[string]bool{}, seen: map[string]int{}, ready: map[string]time.Time{}}
+	l := &shardLoad{q: q, acked: map[string]bool{}, seen: map[string]int{}, first: map[string]time.Time{}, ready: map[string]time.Time{}}
 	br := newRand(t, 11)
 	for i := 0; i < backlog; i += 500 {
 		items := make([]prioq.EnqueueItem, min(500, backlog-i))
@@ -131,6 +132,7 @@ func startShardLoadOn(t *testing.T, ctx context.Context, q *prioq.Queue, backlog
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				if l.seen[m.ID]++; l.seen[m.ID] == 1 {
+					l.first[m.ID] = time.Now()
 					taken := m.LeaseDeadline().Add(-shardLoadLease)
 					ready := l.ready[m.ID]
 					if ready.IsZero() || ready.After(taken) {
@@ -472,19 +474,46 @@ func TestShardedClusterFailover(t *testing.T) {
 	require.Eventually(t, func() bool { return c.ownerOf(q.ShardSlots()[victimShards[0]]) == c.replicas[1].addr() },
 		30*time.Second, 50*time.Millisecond, "the replica took over")
 	promoted := time.Since(killed)
+	// Probes into the victim's first shard, every 50 ms from the kill on:
+	// when the first is stored, and when a consumer first takes one (the
+	// consumers serve the other shards meanwhile).
+	var probes []string
+	storing := time.Duration(0)
 	require.Eventually(t, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := q.Enqueue(pctx, []byte("probe"), prioq.OrderingKey(key))
-		return err == nil || errors.Is(err, prioq.ErrNotReplicated)
-	}, 30*time.Second, 50*time.Millisecond, "the victim's shard stores again")
-	recovered := time.Since(killed)
+		id, err := q.Enqueue(pctx, []byte("probe"), prioq.OrderingKey(key))
+		if err == nil || errors.Is(err, prioq.ErrNotReplicated) {
+			probes = append(probes, id)
+			if storing == 0 {
+				storing = time.Since(killed)
+			}
+		}
+		return len(probes) >= 20
+	}, 40*time.Second, 50*time.Millisecond, "the victim's shard stores again")
+	recovered := storing
+	taking := func() time.Duration {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var first time.Time
+		for _, id := range probes {
+			if at, ok := l.first[id]; ok && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if first.IsZero() {
+			return 0
+		}
+		return first.Sub(killed)
+	}
+	require.Eventually(t, func() bool { return taking() > 0 }, 30*time.Second, 20*time.Millisecond, "a probe taken")
+	taken := taking()
 	time.Sleep(time.Second)
 	l.stop()
 	lost, dup := l.drained(t, 40*time.Second)
 	l.wait()
-	t.Logf("failover of %s (shards %v): replica promoted after %v, its shards storing again after %v; %d acknowledged, %d lost, %d twice, %d stored unconfirmed; %d enqueue errors %q",
-		victim.addr(), victimShards, promoted.Round(time.Millisecond), recovered.Round(time.Millisecond),
+	t.Logf("failover of %s (shards %v): replica promoted after %v, its shards storing again after %v, taken from again after %v; %d acknowledged, %d lost, %d twice, %d stored unconfirmed; %d enqueue errors %q",
+		victim.addr(), victimShards, promoted.Round(time.Millisecond), recovered.Round(time.Millisecond), taken.Round(time.Millisecond),
 		len(l.acked), lost, dup, l.stored, len(l.enqErr), firstFew(l.enqErr))
 	assert.Zero(t, lost, "WaitReplicas 1: nothing acknowledged lost")
 	assert.Less(t, recovered, 30*time.Second)
