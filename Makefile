@@ -1,6 +1,7 @@
 # The README's two commands: `make bench` (the benchmark, about a minute)
-# and `make test` (every module's tests). Both install redis-server first
-# when it is missing (scripts/setup).
+# and `make test` (every module's tests, on Redis, and the library's and the
+# cluster tests on Valkey too: scripts/test). Both install redis-server and
+# valkey-server first when they are missing (scripts/setup).
 .PHONY: bench bench-full test lint setup fuzz
 
 # Every module of the workspace (go.work): the library, bench, cmd/prioq,
@@ -18,7 +19,7 @@ bench-full: setup
 test: setup
 	@scripts/test-env $(RACE)
 	go vet $(PKGS)
-	go test $(RACE) -count=1 -timeout 14m $(PKGS)
+	scripts/test $(RACE)
 
 lint:
 	scripts/lint

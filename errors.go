@@ -68,6 +68,10 @@ var (
 	// cancelled because the message's lease ended: the message may already be
 	// with another consumer.
 	ErrLeaseExpired = errors.New("prioq: lease expired")
+	// ErrUnsupportedServer is returned by Open when the server cannot run
+	// prioq: it has no Lua scripting (EVAL and EVALSHA unknown or disabled,
+	// as on a Valkey built without Lua, or a Garnet not told to run scripts).
+	ErrUnsupportedServer = errors.New("prioq: unsupported server")
 	// ErrScript is returned when a prioq Lua script answers with something it
 	// should never answer (a bug, or keys changed behind prioq's back).
 	ErrScript = errors.New("prioq: unexpected script reply")

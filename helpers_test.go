@@ -138,15 +138,17 @@ func newRand(t testing.TB) *mrand.Rand {
 	return mrand.New(mrand.NewPCG(testkit.Seed(t), 1))
 }
 
-// ownServer starts a redis-server for one test, for tests that change
-// server-wide settings (maxmemory, eviction policy). It needs the binary on
-// PATH; without it the test skips, except under CI=true, where it fails.
+// ownServer starts a server for one test, for tests that change
+// server-wide settings (maxmemory, eviction policy): redis-server, or the
+// one PRIOQ_SERVER names (redisfind.Binary), as the package's own. It needs
+// the binary on PATH; without it the test skips, except under CI=true,
+// where it fails.
 func ownServer(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := exec.LookPath(redisfind.Binary())
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server is required under CI=true: %v", err)
+			t.Fatalf("%s is required under CI=true: %v", redisfind.Binary(), err)
 		}
 		t.Skipf("skipping: %v", err)
 	}

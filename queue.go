@@ -256,6 +256,10 @@ func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 	}
 	var got []string
 	err := s.do(ctx, openScript.Cmd(&got, []string{s.k.meta}, cfg.Layout.String(), cfg.Mode.String(), format, shardsArg))
+	if noScripting(err) {
+		return fmt.Errorf("%w: open %q: the server runs no Lua scripts (%w); prioq needs Redis >= 7.0 or Valkey >= 7.2 with scripting",
+			ErrUnsupportedServer, s.name, err)
+	}
 	if err != nil {
 		return fmt.Errorf("prioq: open %q: %w", s.name, err)
 	}
@@ -279,6 +283,19 @@ func (s *shard) writeMeta(ctx context.Context, opening bool) error {
 			s.name, got[0], got[1], got[3], got[2], cfg.Layout, cfg.Mode, shards, format)
 	}
 	return nil
+}
+
+// noScripting reports whether err is a server's refusal to run a script at
+// all: EVAL or EVALSHA unknown (renamed away, or a server built without Lua)
+// or scripting switched off. open.lua is the first script a queue runs, so
+// Open says so instead of the first enqueue failing.
+func noScripting(err error) bool {
+	if !isReply(err) {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown command") && strings.Contains(msg, "eval") ||
+		strings.Contains(msg, "scripting") && (strings.Contains(msg, "disabled") || strings.Contains(msg, "not available"))
 }
 
 // onNodeOf issues a command that names no key on the node of key (a

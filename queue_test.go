@@ -431,3 +431,19 @@ func TestRangeStatsCostIsBounded(t *testing.T) {
 	assert.Equal(t, int64(n), st.Ready)
 	assert.LessOrEqual(t, now["llen"]-was["llen"], statsNames+1, "and the dead letters' LLEN")
 }
+
+// A server that runs no Lua (EVAL and EVALSHA renamed away here, as a
+// Valkey built without Lua or a Garnet not told to run scripts has none) is
+// refused by Open with ErrUnsupportedServer, naming the cause, and nothing
+// is written: not a failure at the first enqueue.
+func TestOpenRefusesAServerWithoutScripting(t *testing.T) {
+	addr := ownServer(t, "--rename-command", "EVAL", "", "--rename-command", "EVALSHA", "")
+	c := ownPool(t, addr, 4)
+	ctx := ctxT(t, 10*time.Second)
+	_, err := Open(ctx, c, queueName(t), Config{})
+	require.ErrorIs(t, err, ErrUnsupportedServer)
+	assert.Contains(t, err.Error(), "no Lua scripts")
+	var n int
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "DBSIZE")))
+	assert.Zero(t, n, "nothing written")
+}

@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisfind"
 )
 
 // startCluster starts three primaries, splits the 16384 slots between them
 // (CLUSTER ADDSLOTSRANGE, Redis ≥ 7.0) and waits for cluster_state:ok.
 func startCluster(t *testing.T) []*localProc {
-	bin := needBinary(t, "redis-server")
+	bin := needBinary(t, redisfind.Binary())
 	var nodes []*localProc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

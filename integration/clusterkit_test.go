@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/redisfind"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +35,7 @@ func clusterArgs() []string {
 // redis-cli --cluster create splits them) and, with replicas, one replica of
 // each; it returns once every node says cluster_state:ok.
 func newTestCluster(t *testing.T, n int, replicas bool) *testCluster {
-	c := &testCluster{t: t, bin: needBinary(t, "redis-server")}
+	c := &testCluster{t: t, bin: needBinary(t, redisfind.Binary())}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < n; i++ {

@@ -1,8 +1,10 @@
 // Package redisfind finds a Redis server for prioq's tests and benchmark:
-// PRIOQ_REDIS_ADDR when set, else a redis-server binary on PATH started on a
-// free loopback port in a temporary directory. `make test` and `make bench`
-// install redis-server when it is missing (scripts/setup); the Docker
-// suite in integration/ builds its image from the same binary.
+// PRIOQ_REDIS_ADDR when set, else a server binary on PATH started on a free
+// loopback port in a temporary directory: redis-server, or the one
+// PRIOQ_SERVER names (valkey-server: `make test` runs the tests on both).
+// `make test` and `make bench` install both when they are missing
+// (scripts/setup); the Docker suite in integration/ builds its image from
+// the same binary.
 package redisfind
 
 import (
@@ -10,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +21,19 @@ import (
 	"strings"
 	"time"
 )
+
+// ServerEnv names the environment variable that chooses the server binary
+// tests start (Binary): redis-server when it is unset.
+const ServerEnv = "PRIOQ_SERVER"
+
+// Binary is the server binary the tests start: $PRIOQ_SERVER, or
+// redis-server.
+func Binary() string {
+	if b := os.Getenv(ServerEnv); b != "" {
+		return b
+	}
+	return "redis-server"
+}
 
 // Server is a Redis found or started for a test run.
 type Server struct {
@@ -35,7 +51,7 @@ func (s *Server) Stop() {
 }
 
 // ErrNoRedis is returned when no way to get a Redis worked.
-var ErrNoRedis = errors.New("redisfind: no Redis: set PRIOQ_REDIS_ADDR, or install redis-server (make test and make bench install it)")
+var ErrNoRedis = errors.New("redisfind: no Redis: set PRIOQ_REDIS_ADDR, or install redis-server and valkey-server (make test and make bench install them)")
 
 // Find returns a Redis to use. extraArgs are added to a server this package
 // starts (e.g. "--appendonly", "yes").
@@ -44,11 +60,14 @@ func Find(ctx context.Context, extraArgs ...string) (*Server, error) {
 		return &Server{Addr: addr, How: "PRIOQ_REDIS_ADDR=" + addr}, nil
 	}
 	var errs []error
-	if bin, err := exec.LookPath("redis-server"); err == nil {
+	name := Binary()
+	if bin, err := exec.LookPath(name); err == nil {
 		s, err := StartBinary(ctx, bin, extraArgs...)
 		if err == nil {
 			return s, nil
 		}
+		errs = append(errs, err)
+	} else {
 		errs = append(errs, err)
 	}
 	return nil, errors.Join(append([]error{ErrNoRedis}, errs...)...)
@@ -102,13 +121,13 @@ func StartBinary(ctx context.Context, bin string, extraArgs ...string) (*Server,
 		}
 		version, err := waitPing(ctx, addr, exited)
 		if err == nil {
-			return &Server{Addr: addr, How: "redis-server " + version + " on PATH (" + bin + "), port " + strconv.Itoa(port), stop: stop}, nil
+			return &Server{Addr: addr, How: version + " on PATH (" + bin + "), port " + strconv.Itoa(port), stop: stop}, nil
 		}
 		lastErr = err
 		stop()
 		dir, _ = os.MkdirTemp("", "prioq-redis-")
 	}
-	return nil, fmt.Errorf("redisfind: redis-server did not start: %w", lastErr)
+	return nil, fmt.Errorf("redisfind: %s did not start: %w", filepath.Base(bin), lastErr)
 }
 
 // waitPing polls addr with a raw RESP PING until it answers, and returns the
@@ -118,7 +137,7 @@ func waitPing(ctx context.Context, addr string, exited <-chan struct{}) (string,
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			return "", errors.New("redis-server exited")
+			return "", errors.New("the server exited")
 		case <-ctx.Done():
 			return "", ctx.Err()
 		default:
@@ -131,7 +150,9 @@ func waitPing(ctx context.Context, addr string, exited <-chan struct{}) (string,
 	return "", fmt.Errorf("no answer on %s after 10s", addr)
 }
 
-// Version asks the server at addr for its redis_version over a plain connection.
+// Version asks the server at addr what it is over a plain connection:
+// "redis-server 7.0.15", "valkey-server 8.0.1" (Valkey reports a
+// redis_version for compatibility, and its own in valkey_version).
 func Version(addr string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -143,16 +164,37 @@ func Version(addr string) (string, error) {
 		return "", err
 	}
 	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		if strings.HasPrefix(line, "-") {
-			return "", errors.New(strings.TrimSpace(line))
-		}
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	head = strings.TrimSpace(head)
+	if strings.HasPrefix(head, "-") {
+		return "", errors.New(head)
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(head, "$"))
+	if err != nil || !strings.HasPrefix(head, "$") {
+		return "", fmt.Errorf("redisfind: INFO replied %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	var redis, valkey string
+	for _, line := range strings.Split(string(body), "\n") {
+		line = strings.TrimSpace(line)
 		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			return strings.TrimSpace(v), nil
+			redis = v
+		}
+		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
+			valkey = v
 		}
 	}
+	if redis == "" {
+		return "", errors.New("redisfind: INFO server has no redis_version")
+	}
+	if valkey != "" {
+		return "valkey-server " + valkey, nil
+	}
+	return "redis-server " + redis, nil
 }
