@@ -108,6 +108,11 @@ func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) e
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: set group limit of %q: %w", q.name, ErrWrongMode)
 	}
+	if q.cfg.Layout.seqMembers {
+		// No message of a group can be stored there (checkGroup): a limit
+		// would be a key that nothing reads.
+		return fmt.Errorf("%w: set group limit of %q: groups need lists: Levels or Range, not RangeSorted", ErrInvalidOption, q.name)
+	}
 	return q.eachShard(func(_ int, s *shard) error {
 		err := s.do(ctx, s.eval(groupLimitScript, nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
 			s.kind(), group, fmtLimit(l.Concurrency, l.Rate)))
