@@ -63,6 +63,7 @@ const (
 	groupParkName   = "gpark"
 	groupLimitsName = "glimits"
 	groupListTag    = ":g:"
+	groupFlightName = "gflight"
 
 	// Rate limits (limits.go, keys.go): a group's log of takes (a ZSET per
 	// group, after this tag), the groups parked at their rate limit until
@@ -185,6 +186,7 @@ func luaConstants() string {
 	str("G_LIST", groupListTag)
 	str("G_LOG", groupLogTag)
 	str("G_DUE", groupDueName)
+	str("G_FLIGHT", groupFlightName)
 	str("Q_RATE", queueRateName)
 	str("Q_LOG", queueLogName)
 	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)
