@@ -227,7 +227,7 @@ func TestGroupDamagedParkEntriesAreSetAside(t *testing.T) {
 // messages of its priority, as one without a group is (README, Guarantees):
 // the sweep moves its group's marker to the head of the lane, or puts it
 // back there when the group was parked at its limit. Before: it came at
-// its group's next turn, behind them (A, B, P0, P1).
+// its group's next turn, behind them (A, B, G0, G1).
 func TestGroupExpiredMessageComesBackFirst(t *testing.T) {
 	for _, l := range groupLayouts {
 		for _, limited := range []bool{false, true} {
@@ -240,23 +240,24 @@ func TestGroupExpiredMessageComesBackFirst(t *testing.T) {
 					require.NoError(t, q.SetGroupLimit(ctx, "G", GroupLimit{Concurrency: 1}))
 				}
 				enqueueGroup(t, ctx, q, 2, l.prio, "G") // G0, G1
-				lease := 300 * time.Millisecond
-				require.Equal(t, []string{"G0"}, payloads(takeN(t, ctx, s, 1, lease)))
 				for _, p := range []string{"A", "B"} {
 					_, err := q.Enqueue(ctx, []byte(p), Priority(l.prio))
 					require.NoError(t, err)
 				}
+				// G0 is taken: G's marker goes to the tail, behind A and B.
+				lease := 300 * time.Millisecond
+				require.Equal(t, []string{"G0"}, payloads(takeN(t, ctx, s, 1, lease)))
 				want := []string{"G/G0", "-/A", "-/B", "G/G1"}
 				if limited {
-					// The next take meets G's marker at its limit (parked)
-					// and takes A; both leases expire, and come back in the
-					// order they were taken.
-					require.Equal(t, []string{"A"}, payloads(takeN(t, ctx, s, 1, lease)))
+					// The next take takes A and B and meets G's marker at
+					// its limit (parked); every lease expires, and they come
+					// back in the order they were taken.
+					require.Equal(t, []string{"A", "B"}, payloads(takeN(t, ctx, s, 3, lease)))
 				}
 				time.Sleep(lease + 50*time.Millisecond)
 				back, _, _, err := s.sweep(ctx, 100)
 				require.NoError(t, err)
-				require.Equal(t, map[bool]int{false: 1, true: 2}[limited], back)
+				require.Equal(t, map[bool]int{false: 1, true: 3}[limited], back)
 				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
 				assert.Equal(t, want, receiveAll(t, ctx, cons))
 			})
@@ -274,10 +275,10 @@ func TestGroupReleasedMessageComesBackFirst(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			s := sh(q)
 			enqueueGroup(t, ctx, q, 2, l.prio, "G")
-			held := takeN(t, ctx, s, 1, time.Hour)
-			require.Equal(t, []string{"G0"}, payloads(held))
 			_, err := q.Enqueue(ctx, []byte("A"), Priority(l.prio))
 			require.NoError(t, err)
+			held := takeN(t, ctx, s, 1, time.Hour) // G's marker goes behind A
+			require.Equal(t, []string{"G0"}, payloads(held))
 			n, err := s.release(ctx, []string{held[0].token})
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
