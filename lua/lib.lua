@@ -531,7 +531,7 @@ local function group_unpark(lane, kind, g)
       kept[#kept + 1] = entry
     end
   end
-  local dead = queue_key(lane, 'dead')
+  local dead = queue_key(lane, DEAD_KEY)
   if #bad > 0 and not key_is(dead, 'list') then
     for _, e in ipairs(bad) do kept[#kept + 1] = e end
     bad = {}
