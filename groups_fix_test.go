@@ -265,6 +265,37 @@ func TestGroupExpiredMessageComesBackFirst(t *testing.T) {
 	}
 }
 
+// The exception (README): of several expired messages of one group, the
+// first comes back at once and the others at the group's next turns, one
+// per round as groups are served, so behind a message enqueued after they
+// were taken (C here).
+func TestGroupSeveralExpiredOfOneGroupTakeTheirTurns(t *testing.T) {
+	for _, l := range groupLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			c := newClient(t)
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			s := sh(q)
+			enqueueGroup(t, ctx, q, 3, l.prio, "G") // G0, G1, G2
+			for _, p := range []string{"A", "B"} {
+				_, err := q.Enqueue(ctx, []byte(p), Priority(l.prio))
+				require.NoError(t, err)
+			}
+			lease := 300 * time.Millisecond
+			require.Equal(t, []string{"G0"}, payloads(takeN(t, ctx, s, 1, lease)))
+			require.Equal(t, []string{"A", "B", "G1"}, payloads(takeN(t, ctx, s, 3, lease)))
+			_, err := q.Enqueue(ctx, []byte("C"), Priority(l.prio))
+			require.NoError(t, err)
+			time.Sleep(lease + 50*time.Millisecond)
+			back, _, _, err := s.sweep(ctx, 100)
+			require.NoError(t, err)
+			require.Equal(t, 4, back)
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			assert.Equal(t, []string{"G/G0", "-/A", "-/B", "-/C", "G/G1", "G/G2"}, receiveAll(t, ctx, cons))
+		})
+	}
+}
+
 // Close's give-back (release.lua) puts a message of a group back at the
 // head the same way: first of its priority, not at its group's next turn.
 func TestGroupReleasedMessageComesBackFirst(t *testing.T) {

@@ -15,7 +15,11 @@
 -- segment: its old member, whose sequence number sorts before newer ones), so
 -- it is served before newer messages of its priority, and expired messages of
 -- one lane keep the order they were taken in (their age), whatever order
--- their leases ended in (an Extend moves a deadline). A message whose lane key
+-- their leases ended in (an Extend moves a deadline). A message of a group
+-- goes to the head of its group's list and takes its group's marker to the
+-- head of its lane (lib.lua group_push): the first of the group's expired
+-- messages comes back at once, the others at the group's next turns (groups
+-- are served one message per turn). A message whose lane key
 -- holds the wrong type goes to the dead letters, keeping its lane, so that the
 -- others go on. The first writes remove the expired leases, which frees
 -- memory, so the sweep runs at maxmemory.
