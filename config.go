@@ -75,6 +75,11 @@ type ConsumerConfig struct {
 // validate refuses durations between 0 and MinDuration (0 or less selects
 // a field's default).
 func (c ConsumerConfig) validate() error {
+	if err := negatives(map[string]int{"Concurrency": c.Concurrency}, map[string]time.Duration{
+		"Lease": c.Lease, "BlockTimeout": c.BlockTimeout, "PromoteWait": c.PromoteWait,
+		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval}); err != nil {
+		return err
+	}
 	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
 		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
 		"RetryInterval": c.RetryInterval})
@@ -195,6 +200,16 @@ const MaxShards = 1024
 // script alone, so a batch is a pause for every other client (about 10 ms for
 // a take of MaxBatch on the reference machine).
 const MaxBatch = 10000
+
+// validateRaw refuses what a config says before its defaults are applied:
+// a negative number or duration, which withDefaults would otherwise take
+// for "unset" (Shards: -3 made a queue of one shard), so that a typo or a
+// sign error is an error, never a silent default.
+func (c Config) validateRaw() error {
+	return negatives(map[string]int{"Shards": c.Shards, "MaxPayload": c.MaxPayload,
+		"MaxAttempts": c.MaxAttempts, "PromoteBatch": c.PromoteBatch, "WaitReplicas": c.WaitReplicas},
+		map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout})
+}
 
 // validate refuses a config (defaults applied) that cannot be used: a bad
 // layout or mode, a PromoteBatch above MaxBatch, durations between 0 and

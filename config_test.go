@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
+
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -103,4 +105,43 @@ func TestConfigWithDefaults(t *testing.T) {
 	assert.Equal(t, 7, set.PromoteBatch)
 	assert.Equal(t, time.Minute, set.CallTimeout)
 	assert.Equal(t, 3*time.Second, set.WaitTimeout)
+}
+
+// A negative number or duration in a config is refused before anything is
+// written (0 selects the default; nothing below it means anything). Before:
+// Open(Shards: -3) made a queue of one shard, and every other negative field
+// silently took its default.
+func TestOpenRefusesNegativeFieldsWritingNothing(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"Shards", Config{Shards: -3}},
+		{"MaxPayload", Config{MaxPayload: -1}},
+		{"MaxAttempts", Config{MaxAttempts: -2}},
+		{"PromoteBatch", Config{PromoteBatch: -5}},
+		{"WaitReplicas", Config{WaitReplicas: -1}},
+		{"CallTimeout", Config{CallTimeout: -time.Second}},
+		{"WaitTimeout", Config{WaitTimeout: -time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := queueName(t)
+			_, err := Open(ctx, c, name, tc.cfg)
+			require.ErrorIs(t, err, ErrInvalidOption)
+			assert.ErrorContains(t, err, tc.name)
+			for _, pattern := range []string{"prioq:{" + name + "}*", "prioq/*:{" + name + "/*"} {
+				var keys []string
+				require.NoError(t, c.Do(ctx, radix.Cmd(&keys, "KEYS", pattern)))
+				assert.Empty(t, keys, "no key written")
+			}
+		})
+	}
+	q := openQueue(t, c, Config{})
+	for _, cc := range []ConsumerConfig{{Concurrency: -1}, {Lease: -time.Second}, {BlockTimeout: -1},
+		{PromoteWait: -1}, {SweepInterval: -1}, {GracePeriod: -1}, {RetryInterval: -1}} {
+		_, err := q.NewConsumer(cc)
+		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", cc)
+	}
 }

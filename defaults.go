@@ -8,7 +8,8 @@ import (
 )
 
 // The defaults of Config and ConsumerConfig: a field left at its zero value
-// (or below it) takes the value named here. DialerConfig's are in dialer.go.
+// takes the value named here (one below zero is refused: ErrInvalidOption).
+// DialerConfig's are in dialer.go.
 const (
 	// MinDuration is the shortest duration a config field, Extend or a
 	// consumer's Lease accepts: anything shorter is refused with
@@ -82,6 +83,27 @@ func minDurations(fields map[string]time.Duration) error {
 	}
 	slices.Sort(bad)
 	return fmt.Errorf("%w: %s below MinDuration (%v)", ErrInvalidOption, strings.Join(bad, ", "), MinDuration)
+}
+
+// negatives refuses numbers and durations below 0, named in its error: 0
+// selects a field's default, and nothing below it means anything.
+func negatives(ints map[string]int, durs map[string]time.Duration) error {
+	var bad []string
+	for name, v := range ints {
+		if v < 0 {
+			bad = append(bad, fmt.Sprintf("%s %d", name, v))
+		}
+	}
+	for name, d := range durs {
+		if d < 0 {
+			bad = append(bad, fmt.Sprintf("%s %v", name, d))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%w: negative %s (0 selects the default)", ErrInvalidOption, strings.Join(bad, ", "))
 }
 
 // orDefault sets *v to d when it is 0 or less: a config field left unset.

@@ -108,9 +108,14 @@ func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) e
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: set group limit of %q: %w", q.name, ErrWrongMode)
 	}
+	if q.cfg.Layout.seqMembers {
+		// No message of a group can be stored there (checkGroup): a limit
+		// would be a key that nothing reads.
+		return fmt.Errorf("%w: set group limit of %q: groups need lists: Levels or Range, not RangeSorted", ErrInvalidOption, q.name)
+	}
 	return q.eachShard(func(_ int, s *shard) error {
 		err := s.do(ctx, s.eval(groupLimitScript, nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
-			s.kind(), group, fmtLimit(l.Concurrency, l.Rate)))
+			s.kind(), group, fmtLimit(l.Concurrency, l.Rate), strconv.Itoa(len(s.k.lanes))))
 		if err != nil {
 			return fmt.Errorf("prioq: set group limit of %q: %w", q.name, err)
 		}
@@ -136,8 +141,9 @@ type GroupStats struct {
 
 // Groups returns the figures of the groups with messages waiting or in
 // flight, the most loaded first (Ready + InFlight, then name), at most n
-// (n <= 0: all). It reads every group's counts and every in-flight record:
-// O(groups + messages in flight), two round trips per shard.
+// (n <= 0: all). It reads every group's counts and the lease tokens of the
+// groups that may have messages in flight (keys.go gflight), never a
+// message: O(groups + their messages in flight), two round trips per shard.
 func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 	type counts struct {
 		ready, park, limits map[string]string
@@ -159,7 +165,7 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 		if err == nil {
 			// (A script, so not in the pipeline: radix sends EVALSHA and
 			// falls back to EVAL, which a pipeline cannot.)
-			err = s.do(ctx, s.eval(groupInflightScript, &c.inflight, []string{s.k.inflight}))
+			err = s.do(ctx, s.eval(groupInflightScript, &c.inflight, []string{s.k.leases, s.k.gflight, s.k.gpark, s.k.lanes[0]}))
 		}
 		if err != nil {
 			return fmt.Errorf("prioq: groups of %q: %w", q.name, err)

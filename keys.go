@@ -58,6 +58,12 @@ import (
 //	                            letter, expiry, release); its size is what the group's
 //	                            concurrency limit bounds. Built by the scripts from a
 //	                            lane key, and by Go (keySet.groupLeases)
+//	prioq:{Q}:gflight   ZSET    group -> the latest lease deadline (ms) a take gave one of
+//	                            its messages: the groups that may have messages in flight,
+//	                            which Queue.Groups counts (their gleases:G, not the
+//	                            in-flight records and their payloads). The sweep drops a
+//	                            group once that time passed and none of its leases is
+//	                            left, or moves the time to its latest lease's (Extend)
 //	prioq:{Q}:gpark     HASH    group -> "N|score N|score ...": its markers taken out of
 //	                            lanes N (score: Range) at its concurrency limit, put back
 //	                            when one of its leases ends, or at its rate limit, put
@@ -113,7 +119,7 @@ import (
 type keySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	filled                                         string
-	gready, gpark, glimits, gdue                   string
+	gready, gpark, glimits, gdue, gflight          string
 	rate, rlog                                     string
 	wake, paused, leases, inflight, dead           string
 	fence                                          string   // never exists (see the layout above)
@@ -218,7 +224,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		paused:   p + "paused",
 		leases:   p + "leases",
 		inflight: p + "inflight",
-		dead:     p + "dead",
+		dead:     p + deadName,
 		counts:   p + "counts",
 		fence:    p + "fence",
 		filled:   p + filledName,
@@ -227,6 +233,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		gpark:   p + groupParkName,
 		glimits: p + groupLimitsName,
 		gdue:    p + groupDueName,
+		gflight: p + groupFlightName,
 		// Rate limits (limits.go).
 		rate:   p + queueRateName,
 		rlog:   p + queueLogName,
@@ -273,7 +280,7 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k keySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
-		k.gready, k.gpark, k.glimits, k.gdue, k.rate, k.rlog}, k.lanes...)
+		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -199,8 +199,8 @@ func (s *shard) ack(ctx context.Context, reqs []ackReq) []error {
 		return s.ackPipelined(ctx, reqs)
 	}
 	removed := make([]int, len(reqs))
-	args := make([]string, 0, 1+3*len(reqs))
-	args = append(args, s.kind())
+	args := make([]string, 0, 2+3*len(reqs))
+	args = append(args, s.kind(), strconv.Itoa(len(s.k.lanes)))
 	for _, r := range reqs {
 		id := ""
 		if r.caller {
@@ -318,7 +318,7 @@ func (s *shard) ackPipelined(ctx context.Context, reqs []ackReq) []error {
 	if len(unpark) > 0 {
 		// The acks stand whatever this does: a group left parked gets its
 		// markers back at its next lease end, or by SetGroupLimit.
-		args := append([]string{s.kind()}, unpark...)
+		args := append([]string{s.kind(), strconv.Itoa(len(s.k.lanes))}, unpark...)
 		if err := s.do(ctx, s.eval(unparkScript, nil, []string{s.k.wake, s.k.lanes[0]}, args...)); err != nil {
 			s.cfg.Logger.WarnContext(ctx, "prioq: putting back groups waiting at their limit", "queue", s.name, "groups", unpark, "error", err)
 		}

@@ -63,6 +63,11 @@ const (
 	groupParkName   = "gpark"
 	groupLimitsName = "glimits"
 	groupListTag    = ":g:"
+	groupFlightName = "gflight"
+
+	// deadName is the dead-letter list's name after its prefix: group_unpark
+	// (lib.lua) sets corrupt parked entries aside there, from a lane key.
+	deadName = "dead"
 
 	// Rate limits (limits.go, keys.go): a group's log of takes (a ZSET per
 	// group, after this tag), the groups parked at their rate limit until
@@ -185,6 +190,8 @@ func luaConstants() string {
 	str("G_LIST", groupListTag)
 	str("G_LOG", groupLogTag)
 	str("G_DUE", groupDueName)
+	str("G_FLIGHT", groupFlightName)
+	str("DEAD_KEY", deadName)
 	str("Q_RATE", queueRateName)
 	str("Q_LOG", queueLogName)
 	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)

@@ -384,6 +384,9 @@ func checkOpen(c Client, name string, cfg Config) (Config, error) {
 	if err := validateName(name); err != nil {
 		return cfg, err
 	}
+	if err := cfg.validateRaw(); err != nil {
+		return cfg, err
+	}
 	cfg = cfg.withDefaults()
 	return cfg, cfg.validate()
 }

@@ -9,7 +9,8 @@
 -- KEYS[5]  prioq:{Q}:wake      ZSET
 -- KEYS[6]  a lane key of the queue (lane 0): the group keys are its siblings
 -- ARGV[1]  KIND_LEVELS, KIND_LISTS, KIND_FILLED or KIND_LISTS_FILLED
--- ARGV[2..] triples: lease token, id ('' for a generated id), group ('' for
+-- ARGV[2]  how many lanes the queue has (NLANES)
+-- ARGV[3..] triples: lease token, id ('' for a generated id), group ('' for
 --          none)
 -- Returns: one integer per triple, 1 acked, 0 lease lost (nothing changed).
 -- Messages with generated ids are acked without Lua (ZREM + HDEL in a
@@ -22,8 +23,9 @@
 need(KEYS[2], 'hash')
 need(KEYS[3], 'set')
 local kind = kind_of(ARGV[1])
+NLANES = tonumber(ARGV[2])
 local out, won, ids, groups = {}, {}, {}, {}
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
     won[#won + 1] = ARGV[i]
     if ARGV[i + 1] ~= '' then ids[#ids + 1] = ARGV[i + 1] end

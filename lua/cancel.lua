@@ -14,6 +14,7 @@
 -- Every write removes something; the keys written after the first are checked
 -- before it.
 local id, kind = ARGV[1], kind_of(ARGV[2])
+NLANES = #KEYS - 3 -- (every lane: queue.go passes them all)
 need(KEYS[1], 'set')
 need(KEYS[2], 'zset')
 local rec = redis.call('HGET', KEYS[3], id)
@@ -91,10 +92,12 @@ if kind ~= KIND_RANGE and #KEYS >= 4 then
     for i = 1, #parked, 2 do
       local g = parked[i]
       for entry in string.gmatch(parked[i + 1], '[^ ]+') do
-        local n, score = string.match(entry, '^(%d+)|(.*)$')
+        -- (An entry that does not parse names no list: passed by here, set
+        -- aside when its group is put back, lib.lua group_unpark.)
+        local n, score = park_entry(entry, kind)
         if n then
           local lane = queue_key(KEYS[4], 'lane:' .. n)
-          local list = marker_list(lane, kind, score ~= '' and score or nil)
+          local list = marker_list(lane, kind, score)
           local glist = list .. G_LIST .. g
           if redis.call('TYPE', glist).ok == 'list' and each_in(glist, 'LRANGE', function(e)
             if not matches(e) then return false end

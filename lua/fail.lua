@@ -28,6 +28,7 @@ local token, delay, reason, maxa, kind, op = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local sharded = ARGV[7] == SHARDED
 local now, nowc = now_ms()
 local nlanes = #KEYS - 8
+NLANES = nlanes
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 if not redis.call('ZSCORE', KEYS[1], token) then return 0 end

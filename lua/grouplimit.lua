@@ -8,20 +8,22 @@
 -- ARGV[1]  KIND_LEVELS, KIND_LISTS, KIND_FILLED or KIND_LISTS_FILLED
 -- ARGV[2]  the group ('' for every group without a limit of its own)
 -- ARGV[3]  the limits, "K R P" (limits.go; '' for none)
+-- ARGV[4]  how many lanes the queue has (NLANES)
 -- Returns: how many groups' parked markers went back to their lanes.
 -- Every parked group goes back (group_unpark), so that a raised limit
 -- applies at the next take; one still at its limit is parked again by it.
--- The keys are checked first; the first write may be refused at maxmemory,
--- before anything is written.
+-- The keys are checked first. The first write removes the group's old
+-- limits (HDEL), so that at maxmemory, where Redis refuses only a script's
+-- first write that may grow memory, a limit can still be raised or lifted
+-- to let a full Redis drain: the new value replaces the old (a group given
+-- its first limit grows memory by that one field).
 local kind, group, limit = kind_of(ARGV[1]), ARGV[2], ARGV[3]
+NLANES = tonumber(ARGV[4])
 need(KEYS[1], 'hash')
 need(KEYS[2], 'hash')
 need(KEYS[3], 'zset')
-if limit ~= '' then
-  redis.call('HSET', KEYS[1], group, limit)
-else
-  redis.call('HDEL', KEYS[1], group)
-end
+redis.call('HDEL', KEYS[1], group)
+if limit ~= '' then redis.call('HSET', KEYS[1], group, limit) end
 local back = 0
 for _, g in ipairs(redis.call('HKEYS', KEYS[2])) do
   if group_unpark(KEYS[4], kind, g) then back = back + 1 end

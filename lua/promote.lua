@@ -27,6 +27,7 @@ local now = tonumber(ARGV[1])
 if not now then now = now_ms() end
 local limit, arm, kind = tonumber(ARGV[2]), ARGV[3] ~= NO, kind_of(ARGV[4])
 local nlanes = #KEYS - 5
+NLANES = nlanes
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
 local moved = 0
 if #members > 0 then

@@ -15,6 +15,7 @@
 -- released, which takes reading them (O(waiting messages)) unless no caller id
 -- is alive at all. Every key is checked first; every write removes something.
 local kind = kind_of(ARGV[1])
+NLANES = #KEYS - 4
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 need(KEYS[1], 'set')
@@ -45,8 +46,13 @@ for k = 5, #KEYS do
     end)
   end
 end
--- The groups' lists: beside each lane's list (or priority's), for every
--- group with messages waiting, and where parked markers say.
+-- The groups' lists: beside each lane's list (or priority's) that holds
+-- their markers, and where parked markers say. Each list is asked in the
+-- cheaper of two ways, so that the whole costs O(entries), not O(lists x
+-- groups) (a Range queue of one message per group, each at a priority of
+-- its own, had 3,000 x 3,000 names built, past lua-time-limit): a list
+-- shorter than the number of groups is read for its markers; a longer one
+-- gets a name per group (most of them missing: DEL passes them by).
 local glists, groups = {}, {}
 if gready then
   local counts = redis.call('HGETALL', gready)
@@ -56,16 +62,27 @@ if gready then
   end
   local beside = plists
   if kind == KIND_LEVELS then beside = {unpack(KEYS, 5)} end
-  for _, l in ipairs(beside) do
-    for _, g in ipairs(groups) do glists[#glists + 1] = l .. G_LIST .. g end
+  if #groups > 0 then
+    for _, l in ipairs(beside) do
+      local len = redis.call('TYPE', l).ok == 'list' and redis.call('LLEN', l) or 0
+      if len > 0 and len <= #groups then
+        each_in(l, 'LRANGE', function(e)
+          local g = marker_group(e)
+          if g then glists[#glists + 1] = l .. G_LIST .. g end
+        end)
+      elseif len > 0 then
+        for _, g in ipairs(groups) do glists[#glists + 1] = l .. G_LIST .. g end
+      end
+    end
   end
   local parked = redis.call('HGETALL', gpark)
   for i = 1, #parked, 2 do
     for entry in string.gmatch(parked[i + 1], '[^ ]+') do
-      local ln, score = string.match(entry, '^(%d+)|(.*)$')
+      -- (An entry that does not parse names no list: the park goes whole.)
+      local ln, score = park_entry(entry, kind)
       if ln then
         local lane = queue_key(KEYS[5], 'lane:' .. ln)
-        glists[#glists + 1] = marker_list(lane, kind, score ~= '' and score or nil) .. G_LIST .. parked[i]
+        glists[#glists + 1] = marker_list(lane, kind, score) .. G_LIST .. parked[i]
       end
     end
   end

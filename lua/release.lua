@@ -20,6 +20,7 @@
 -- nothing to a caller, so Go does not WAIT for replicas after it.
 local kind = kind_of(ARGV[1])
 local nlanes = #KEYS - 4
+NLANES = nlanes
 local now = now_ms()
 need(KEYS[2], 'hash')
 local tokens = {}
@@ -62,11 +63,13 @@ if back > 0 or #ended > 0 then need(KEYS[4], 'zset') end
 
 chunked('ZREM', KEYS[1], tokens)
 chunked('HDEL', KEYS[2], tokens)
-flush('LPUSH')
-if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
+-- The leases end before the messages go back (as in sweep.lua): a group's
+-- parked marker is back in its lane for the push to move to the head.
 local unparked = false
 for _, e in ipairs(ended) do
   if group_done(KEYS[5], kind, e[1], e[2]) then unparked = true end
 end
+flush('LPUSH')
+if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 if back > 0 or unparked then arm_wake(KEYS[4], best) end
 return back

@@ -15,13 +15,18 @@
 -- segment: its old member, whose sequence number sorts before newer ones), so
 -- it is served before newer messages of its priority, and expired messages of
 -- one lane keep the order they were taken in (their age), whatever order
--- their leases ended in (an Extend moves a deadline). A message whose lane key
+-- their leases ended in (an Extend moves a deadline). A message of a group
+-- goes to the head of its group's list and takes its group's marker to the
+-- head of its lane (lib.lua group_push): the first of the group's expired
+-- messages comes back at once, the others at the group's next turns (groups
+-- are served one message per turn). A message whose lane key
 -- holds the wrong type goes to the dead letters, keeping its lane, so that the
 -- others go on. The first writes remove the expired leases, which frees
 -- memory, so the sweep runs at maxmemory.
 local limit, maxa, kind = tonumber(ARGV[1]), tonumber(ARGV[2]), kind_of(ARGV[3])
 local now = now_ms()
 local nlanes = #KEYS - 5
+NLANES = nlanes
 local off = 0
 if kind == KIND_RANGE then off = SEQ_LEN end
 -- Latest-expired first: when more have expired than one call handles, the
@@ -78,16 +83,18 @@ if #tokens > 0 then
   chunked('ZREM', KEYS[1], tokens)
   chunked('HDEL', KEYS[2], tokens)
 end
--- Back at the head: LPUSH puts its last value first, the oldest, collected
--- last. Segment members keep their scores and sequence numbers.
-flush('LPUSH')
-if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 -- A group's slot comes back when its lease ends, and with it the markers
--- parked at its limit.
+-- parked at its limit: before the messages go back, so that the push of an
+-- expired message of a group moves its group's marker, wherever it is, to
+-- the head in the messages' order (lib.lua group_push).
 local unparked = false
 for _, e in ipairs(ended) do
   if group_done(KEYS[6], kind, e[1], e[2]) then unparked = true end
 end
+-- Back at the head: LPUSH puts its last value first, the oldest, collected
+-- last. Segment members keep their scores and sequence numbers.
+flush('LPUSH')
+if #deads > 0 then chunked('RPUSH', KEYS[3], deads) end
 if rearm and (back > 0 or unparked) then
   arm_wake(KEYS[4], best) -- the redelivered messages' best priority
 elseif rearm and redis.call('EXISTS', KEYS[4]) == 0 then
@@ -126,7 +133,8 @@ if type(parked) == 'table' and not parked.err and #parked > 0 then
     -- (lost with a gdue of the wrong type) comes back here, and its next
     -- take parks it again if need be.
     local timed = redis.pcall('ZSCORE', gdue, g)
-    if type(timed) == 'string' and tonumber(timed) <= now then
+    -- (A time that is no number, "inf" written by hand, counts as passed.)
+    if type(timed) == 'string' and not (tonumber(timed) and tonumber(timed) > now) then
       redis.call('ZREM', gdue, g)
       timed = nil
     end
@@ -134,6 +142,35 @@ if type(parked) == 'table' and not parked.err and #parked > 0 then
   end
   if mended then try_arm(KEYS[4], nil) end
 end
+-- The groups that may have messages in flight (G_FLIGHT, Queue.Groups):
+-- one whose time passed is dropped when none of its leases is left, or gets
+-- its latest lease's deadline (an Extend moved it past the take's). One
+-- ZRANGEBYSCORE when no time passed. The drop frees memory; the new time
+-- replaces the old (pcall: refused at maxmemory when it is this sweep's
+-- first write, it is asked again at the next). A key of the wrong type only
+-- misleads Groups: passed by.
+local gflight = queue_key(KEYS[6], G_FLIGHT)
+local flying = redis.pcall('ZRANGEBYSCORE', gflight, '-inf', now, 'LIMIT', 0, limit)
+if type(flying) == 'table' and not flying.err then
+  for _, g in ipairs(flying) do
+    local toks = redis.pcall('SMEMBERS', queue_key(KEYS[6], G_LEASES .. g))
+    local last = nil
+    if type(toks) == 'table' and not toks.err then
+      for i = 1, #toks, CHUNK do
+        local d = redis.call('ZMSCORE', KEYS[1], unpack(toks, i, math.min(i + CHUNK - 1, #toks)))
+        for _, v in ipairs(d) do
+          if v and (not last or tonumber(v) > last) then last = tonumber(v) end
+        end
+      end
+    end
+    if last then
+      redis.pcall('ZADD', gflight, 'XX', string.format('%d', last), g)
+    else
+      redis.call('ZREM', gflight, g)
+    end
+  end
+end
 local more = 0
 if #tokens == limit then more = 1 end
-return {back, #deads, more}
+-- (Parked entries set aside as corrupt, group_unpark, count as dead.)
+return {back, #deads + BURIED, more}

@@ -809,6 +809,8 @@ if G then
   local qprefix = prefix
   for g, tokens in pairs(G.tokens) do
     pchunked('SADD', qprefix .. G_LEASES .. g, tokens)
+    -- The group may have messages in flight until then (Queue.Groups).
+    redis.pcall('ZADD', qprefix .. G_FLIGHT, 'GT', deadline, g)
     local lim = G.limit[g]
     if lim and lim.r then rate_log(lim.log, us, lim.per, tokens) end
   end
