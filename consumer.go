@@ -162,7 +162,12 @@ func (c *Consumer) report(err error) {
 // Receive blocks until a message is ready or ctx is done and returns it. On
 // ctx done it returns ctx.Err() and takes nothing for the caller: a message
 // that a fetch in progress takes after that is kept by the consumer for the
-// next Receive, or put back at the head of its lane by Close.
+// next Receive, or put back at the head of its lane by Close. AtLeastOnce: a
+// kept message is handed out only if it was kept for less than a tenth of
+// its lease; one kept longer is given back (to the head of its lane, this
+// delivery not counted; nothing if its lease has ended and it was delivered
+// again meanwhile) and Receive takes again, so a kept message never reaches
+// a caller near or after the end of its lease.
 //
 // AtMostOnce: the message left Redis when it was popped; if this process dies
 // before handling it, it is lost. AtLeastOnce: the message is leased; Ack,
@@ -244,7 +249,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { c.bgDone.Wait(); close(stopped) }()
+	go func() { c.bgDone.Wait(); c.fetcher.releasing.Wait(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-ctx.Done():
