@@ -471,7 +471,7 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
 		defer cancel()
 		r, err := q.takeFrom(ctx, takeArgs{lanes: f.laneOrder(), n: n, lease: lease})
-		return takeResult{msgs: r.msgs, limited: r.limited, err: err}
+		return takeResult{msgs: r.msgs, limited: r.limited, dropped: r.dropped, err: err}
 	}
 	// take is takeOnce, and while the queue is at its rate limit, a sleep
 	// until its next message may be taken (at most BlockTimeout, so that a
@@ -484,6 +484,10 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	take := func() ([]*Message, error) {
 		for {
 			r := takeOnce()
+			for _, d := range r.dropped {
+				// Nowhere to report it but OnError: AtMostOnce has no dead letters.
+				c.report(d)
+			}
 			if r.err != nil || len(r.msgs) > 0 || r.limited <= 0 {
 				return r.msgs, r.err
 			}
