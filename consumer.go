@@ -195,8 +195,8 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
-// progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
-// ends at once), and gives back messages fetched but never handed out, in one
+// progress (an AtMostOnce pop on the lanes may take up to BlockTimeout; a wait
+// on the wake-up ends at once), and gives back messages fetched but never handed out, in one
 // round trip: AtMostOnce ones to the head of their lane, AtLeastOnce ones by
 // ending their lease, without counting the attempt. Messages already handed
 // out are the caller's to Ack.
@@ -213,8 +213,13 @@ func (c *Consumer) Close(ctx context.Context) error {
 		return nil
 	}
 	defer c.releasePool()
-	if c.mode == AtLeastOnce {
-		c.stop() // interrupts the wake-up wait
+	if !c.fetcher.popsLanes() {
+		// Interrupts the wake-up wait (AtLeastOnce, and AtMostOnce of a
+		// Range queue or of several shards): a wake-up is a hint, put back
+		// if it was popped in that instant, and a take already sent is
+		// waited for. A blocking pop on the lanes is not interrupted: what
+		// it pops exists nowhere else.
+		c.stop()
 	}
 	fail := func(step string) error {
 		return fmt.Errorf("prioq: close consumer of %q: %s: %w", c.name, step, ctx.Err())

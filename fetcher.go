@@ -184,6 +184,13 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 	}
 }
 
+// popsLanes reports whether the fetch waits in a blocking pop on the lanes
+// (AtMostOnce, one shard, not a Range queue of format 4): Close must let
+// such a pop end by itself. Every other fetch waits on wake-ups.
+func (f *fetcher) popsLanes() bool {
+	return f.multi == nil && f.fanin == nil && f.s.cfg.Mode == AtMostOnce && !f.s.lists()
+}
+
 // stillWanted reports whether anyone waits for the fetch in progress.
 func (f *fetcher) stillWanted() bool {
 	f.mu.Lock()
