@@ -86,13 +86,14 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
 	sharded := len(q.shards) > 1
+	id := leaseSuffix() // the consumer's poke keys' (fanin.go waiter)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
 			due = make(chan struct{}, 1)
 		}
 		if sharded {
-			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report}
+			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.k.poke(id)}
 			c.goBackground(w.run)
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
