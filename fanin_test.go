@@ -596,3 +596,43 @@ func TestShardedDelayedIsPromotedWhileTheConsumerIsBusy(t *testing.T) {
 		})
 	}
 }
+
+// A parked waiter (its consumer busy, work left in its shard, the wake-up
+// given back) watches the sched set and its poke key; when its consumer
+// begins a fetch, the poke brings it back to the wake-up at once, so work
+// that comes after the consumer drained the shard is picked up in
+// milliseconds, not at the parked wait's timeout (BlockTimeout, 5 s here).
+func TestParkedWaiterWatchesTheWakeUpOnceItsConsumerFetches(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Layout: Levels(3), Shards: 2})
+	key := shardKey(q, 0)
+	for range 3 {
+		_, err := q.Enqueue(ctx, []byte("first"), OrderingKey(key))
+		require.NoError(t, err)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // busy: shard 0's waiter parks
+	require.NoError(t, m.Ack(ctx))
+	for range 2 { // the consumer drains the shard
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		require.NoError(t, m.Ack(ctx))
+	}
+	got := make(chan *Message, 1)
+	go func() {
+		m, _ := cons.Receive(ctx)
+		got <- m
+	}()
+	time.Sleep(100 * time.Millisecond) // waiting for work
+	start := time.Now()
+	id, err := q.Enqueue(ctx, []byte("later"), OrderingKey(key))
+	require.NoError(t, err)
+	m = <-got
+	require.True(t, m != nil)
+	assert.Equal(t, id, m.ID)
+	t.Logf("picked up %v after its enqueue", time.Since(start))
+	assert.Less(t, time.Since(start), time.Second)
+}
