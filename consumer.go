@@ -197,10 +197,10 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
 // progress (an AtMostOnce pop on the lanes may take up to BlockTimeout; a wait
-// on the wake-up ends at once), and gives back messages fetched but never handed out, in one
-// round trip: AtMostOnce ones to the head of their lane, AtLeastOnce ones by
-// ending their lease, without counting the attempt. Messages already handed
-// out are the caller's to Ack.
+// on the wake-up ends at once), and gives back messages fetched but never
+// handed out, in one round trip: AtMostOnce ones to the head of their lane,
+// AtLeastOnce ones by ending their lease, without counting the attempt.
+// Messages already handed out are the caller's to Ack.
 //
 // Close returns when ctx ends at the latest, with an error saying which step
 // did not finish. Nothing held is lost for that, whatever ctx it gets (even

@@ -139,15 +139,18 @@ func poolTooSmall(what string, nd *blockingNeed, got, want int, when string) err
 	if nd.node != "" {
 		where, pool, size = " on "+nd.node, "that node's pool", "radix.PoolConfig{Size: %d} in the ClusterConfig"
 	}
-	others := "no other consumer of this client"
+	others := "no other consumer of this client holds any"
 	switch {
 	case nd.use.consumers == 1:
 		others = fmt.Sprintf("the other consumer of this client holds %d", nd.use.reserved)
 	case nd.use.consumers > 1:
 		others = fmt.Sprintf("the %d other consumers of this client hold %d", nd.use.consumers, nd.use.reserved)
 	}
+	if nd.node != "" {
+		others += " there"
+	}
 	least := nd.use.reserved + nd.n + 1
-	return fmt.Errorf("%w: %s needs %d blocking %s%s, %s there, and other calls need 1: %s needs %d connections or more, "+
+	return fmt.Errorf("%w: %s needs %d blocking %s%s, %s, and other calls need 1: %s needs %d connections or more, "+
 		"and only %d of the %d needed now were free at once (within %v%s). Give it %d or more ("+size+"), "+
 		"or start fewer consumers: one consumer runs many handlers (ConsumerConfig.Concurrency), a MultiConsumer "+
 		"serves many queues. Size a pool for 2 per consumer of a one-shard queue (1 with NoPromoter), 1 per shard "+
