@@ -20,8 +20,9 @@ type ConsumerConfig struct {
 
 	// BlockTimeout is the server-side timeout of one blocking wait: an idle
 	// consumer sends one command per BlockTimeout. Close of an AtMostOnce
-	// consumer may wait this long for a pop in progress (an AtLeastOnce wait is
-	// interrupted at once). Defaults to DefaultBlockTimeout, or
+	// consumer of one shard of Levels or RangeSorted may wait this long for a
+	// pop in progress (a wait on the wake-up, what every other consumer
+	// does, is interrupted at once). Defaults to DefaultBlockTimeout, or
 	// DefaultBlockTimeoutAtMostOnce for an AtMostOnce queue (not a Range one:
 	// its consumers wait on the wake-up, as AtLeastOnce ones do).
 	BlockTimeout time.Duration

@@ -86,13 +86,14 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
 	sharded := len(q.shards) > 1
+	id := leaseSuffix() // the consumer's poke keys' (fanin.go waiter)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
 			due = make(chan struct{}, 1)
 		}
 		if sharded {
-			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report}
+			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.k.poke(id)}
 			c.goBackground(w.run)
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
@@ -162,7 +163,12 @@ func (c *Consumer) report(err error) {
 // Receive blocks until a message is ready or ctx is done and returns it. On
 // ctx done it returns ctx.Err() and takes nothing for the caller: a message
 // that a fetch in progress takes after that is kept by the consumer for the
-// next Receive, or put back at the head of its lane by Close.
+// next Receive, or put back at the head of its lane by Close. AtLeastOnce: a
+// kept message is handed out only if it was kept for less than a tenth of
+// its lease; one kept longer is given back (to the head of its lane, this
+// delivery not counted; nothing if its lease has ended and it was delivered
+// again meanwhile) and Receive takes again, so a kept message never reaches
+// a caller near or after the end of its lease.
 //
 // AtMostOnce: the message left Redis when it was popped; if this process dies
 // before handling it, it is lost. AtLeastOnce: the message is leased; Ack,
@@ -190,11 +196,11 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
-// progress (an AtMostOnce pop may take up to BlockTimeout; an AtLeastOnce wait
-// ends at once), and gives back messages fetched but never handed out, in one
-// round trip: AtMostOnce ones to the head of their lane, AtLeastOnce ones by
-// ending their lease, without counting the attempt. Messages already handed
-// out are the caller's to Ack.
+// progress (an AtMostOnce pop on the lanes may take up to BlockTimeout; a wait
+// on the wake-up ends at once), and gives back messages fetched but never
+// handed out, in one round trip: AtMostOnce ones to the head of their lane,
+// AtLeastOnce ones by ending their lease, without counting the attempt.
+// Messages already handed out are the caller's to Ack.
 //
 // Close returns when ctx ends at the latest, with an error saying which step
 // did not finish. Nothing held is lost for that, whatever ctx it gets (even
@@ -208,8 +214,13 @@ func (c *Consumer) Close(ctx context.Context) error {
 		return nil
 	}
 	defer c.releasePool()
-	if c.mode == AtLeastOnce {
-		c.stop() // interrupts the wake-up wait
+	if !c.fetcher.popsLanes() {
+		// Interrupts the wake-up wait (AtLeastOnce, and AtMostOnce of a
+		// Range queue or of several shards): a wake-up is a hint, put back
+		// if it was popped in that instant, and a take already sent is
+		// waited for. A blocking pop on the lanes is not interrupted: what
+		// it pops exists nowhere else.
+		c.stop()
 	}
 	fail := func(step string) error {
 		return fmt.Errorf("prioq: close consumer of %q: %s: %w", c.name, step, ctx.Err())
@@ -244,7 +255,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { c.bgDone.Wait(); close(stopped) }()
+	go func() { c.bgDone.Wait(); c.fetcher.releasing.Wait(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-ctx.Done():

@@ -431,3 +431,40 @@ func TestIdleBatchPopTimesOutWithoutError(t *testing.T) {
 		})
 	}
 }
+
+// Close interrupts a fetch that waits on wake-ups, whatever the mode: an
+// AtMostOnce consumer of a Range queue (format 4) or of several shards
+// waits on the wake-up as AtLeastOnce ones do, and nothing it could lose is
+// in that wait. Before, Close waited for it to time out (BlockTimeout, 5 s
+// by default), as for a blocking pop on the lanes. A message enqueued after
+// Close is still there for the next consumer.
+func TestCloseInterruptsAnAtMostOnceWakeUpWait(t *testing.T) {
+	cl := newClient(t)
+	for _, tc := range []struct {
+		name   string
+		layout Layout
+		shards int
+	}{{"Range", Range(0, 99, 3), 1}, {"Sharded", Levels(3), 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, cl, Config{Mode: AtMostOnce, Layout: tc.layout, Shards: tc.shards})
+			cons, err := q.NewConsumer(ConsumerConfig{BlockTimeout: 5 * time.Second})
+			require.NoError(t, err)
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			_, err = cons.Receive(short) // its fetch waits on, for up to 5 s
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			start := time.Now()
+			require.NoError(t, cons.Close(ctx))
+			took := time.Since(start)
+			t.Logf("Close took %v", took)
+			assert.Less(t, took, time.Second, "Close waited out the wake-up wait")
+			id, err := q.Enqueue(ctx, []byte("after"))
+			require.NoError(t, err)
+			next := newConsumer(t, q, ConsumerConfig{})
+			m, err := next.Receive(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, id, m.ID)
+		})
+	}
+}

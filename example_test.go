@@ -22,7 +22,9 @@ func redisAddr() string {
 
 func Example() {
 	ctx := context.Background()
-	client, err := radix.PoolConfig{}.New(ctx, "tcp", redisAddr())
+	// Each consumer waits on up to 2 connections of the pool: 16 leave room
+	// for 7 (see "Pool size" in the README).
+	client, err := radix.PoolConfig{Size: 16}.New(ctx, "tcp", redisAddr())
 	if err != nil {
 		panic(err)
 	}

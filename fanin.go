@@ -380,14 +380,25 @@ func wakePriority(score string) int64 {
 // sched set too (one command: the first set that has a member gives it). A
 // wake-up says work became ready, and of which best priority; a sched member
 // says an earlier due time was scheduled (the shard's promoter re-reads it).
+// The sched set is named first: Redis pops from the first key that has a
+// member, and the wake-up is set again by every take that leaves work, so
+// with the wake-up first a shard being drained would never be asked for its
+// sched set, and a delayed message would wait for PromoteWait.
 //
 // It runs while the consumer is open, busy or not, so a busy consumer learns
 // of new work on other shards too. But Redis hands the one wake-up to one
 // waiting client, so a waiter whose consumer is not fetching (Run with every
 // worker busy) learns from it and, unless its consumer begins a fetch within
-// wakeHold, puts it back for a consumer that may be waiting, and pops again
-// only once its own consumer fetches (or after BlockTimeout): a wake-up is
-// never kept from an idle consumer for more than wakeHold. A wait that times out marks the shard too, for an AtMostOnce
+// wakeHold, puts it back for a consumer that may be waiting, and pops the
+// wake-up again only once its own consumer fetches (or after BlockTimeout):
+// a wake-up is never kept from an idle consumer for more than wakeHold.
+// Meanwhile (parked) it still watches the sched set, with the consumer's
+// poke key of the shard beside it, which the consumer sets when it begins a
+// fetch (pokeWhen): so an earlier due time is promoted on time however long
+// every worker stays busy (before, it waited for PromoteWait, 30 s), and a
+// fetch that begins finds the waiter watching the wake-up again at once.
+// (Without a promoter a parked waiter waits in the process: it has nothing
+// to watch.) A wait that times out marks the shard too, for an AtMostOnce
 // queue: nothing re-arms a wake-up lost with a killed consumer there
 // (AtLeastOnce has the sweep), so a lost one costs BlockTimeout at most.
 type waiter struct {
@@ -397,6 +408,7 @@ type waiter struct {
 	fanin  *fanin
 	due    chan<- struct{} // the shard's promoter, or nil
 	report func(error)
+	poke   string // the consumer's poke key of this shard (keys.go)
 }
 
 // waiterGap is the least time between two wake-ups a waiter reports: under
@@ -413,37 +425,55 @@ const waiterGap = 2 * time.Millisecond
 // within milliseconds.
 const wakeHold = 5 * time.Millisecond
 
+// pokeTTL bounds how long a poke left unread (its wait ended otherwise in
+// the same instant, or the consumer closed) stays in Redis.
+const pokeTTL = time.Minute
+
 func (w *waiter) run(ctx context.Context) {
 	s, fi := w.s, w.fanin
-	args := []string{s.k.wake}
+	timeout := fmtSeconds(w.cfg.BlockTimeout)
+	watch := []string{s.k.wake, timeout}
+	var parkedWatch []string // nil: nothing to watch while parked
 	if w.due != nil {
-		args = append(args, s.k.sched)
+		watch = []string{s.k.sched, s.k.wake, timeout}
+		parkedWatch = []string{s.k.sched, w.poke, timeout}
 	}
-	args = append(args, fmtSeconds(w.cfg.BlockTimeout))
 	var last time.Time
 	parked := false // it gave a wake-up back: wait for its consumer to fetch
 	for ctx.Err() == nil {
+		args := watch
+		var began <-chan struct{} // set: a parked wait, which a fetch that begins pokes
 		if parked {
 			parked = false
-			if fetching, began := fi.fetchState(); !fetching {
-				t := time.NewTimer(w.cfg.BlockTimeout)
-				select {
-				case <-began:
-				case <-t.C:
-				case <-ctx.Done():
+			if fetching, b := fi.fetchState(); !fetching {
+				if parkedWatch == nil {
+					t := time.NewTimer(w.cfg.BlockTimeout)
+					select {
+					case <-b:
+					case <-t.C:
+					case <-ctx.Done():
+					}
+					t.Stop()
+					continue
 				}
-				t.Stop()
-				continue
+				args, began = parkedWatch, b
 			}
 		}
 		if gap := waiterGap - time.Since(last); gap > 0 && !sleepCtx(ctx, gap) {
 			return
 		}
 		last = time.Now()
+		var stopPoke func()
+		if began != nil {
+			stopPoke = w.pokeWhen(began)
+		}
 		var got []string // key, member, score; a fresh receiver per call
 		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+blockMargin)
 		err := s.doBlocking(wctx, radix.Cmd(&got, "BZPOPMIN", args...))
 		cancel()
+		if stopPoke != nil {
+			stopPoke()
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Cancelling closed the connection; a member popped in that
@@ -472,6 +502,11 @@ func (w *waiter) run(ctx context.Context) {
 			case w.due <- struct{}{}:
 			default:
 			}
+			// Parked, it stays so until its consumer fetches: the wake-up
+			// it gave back is still another consumer's to take.
+			parked = began != nil
+		case got[0] == w.poke:
+			// Its consumer began a fetch: watch the wake-up again.
 		default:
 			fi.raise(w.i, wakePriority(got[2]))
 			if fetching, began := fi.fetchState(); !fetching {
@@ -491,6 +526,37 @@ func (w *waiter) run(ctx context.Context) {
 		}
 	}
 }
+
+// pokeWhen sets the waiter's poke key once began closes (its consumer began
+// a fetch), ending the parked wait that watches it, until stop is called;
+// stop returns once no poke is in flight. A poke is a hint: one that fails
+// leaves the wait to end at BlockTimeout, as when nothing watched.
+func (w *waiter) pokeWhen(began <-chan struct{}) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-began:
+		case <-done:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = w.s.doPipeline(ctx, func() *radix.Pipeline {
+			p := radix.NewPipeline()
+			p.Append(radix.Cmd(nil, "ZADD", w.poke, "0", pokeMember))
+			p.Append(radix.Cmd(nil, "PEXPIRE", w.poke, fmtInt(pokeTTL.Milliseconds())))
+			return p
+		})
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// pokeMember is the one member of a poke key.
+const pokeMember = "p"
 
 // giveBack puts a wake-up of score back (LT: a better one set meanwhile
 // stays), for a consumer that waits for work.

@@ -529,3 +529,110 @@ func TestShardedSchedIsASortedSet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(7), n)
 }
+
+// shardKey returns an ordering key that routes to shard i of q.
+func shardKey(q *Queue, i int) string {
+	for k := 0; ; k++ {
+		if key := fmt.Sprint("k", k); q.hashShard(key) == i {
+			return key
+		}
+	}
+}
+
+// Issue 29, item 7: a sharded queue's delayed message is promoted on time
+// while its consumer is busy. Shards 2; five priority-0 messages in shard 0;
+// the consumer holds one from Receive; a priority-2 message with Delay(50ms)
+// into that shard. Before, it stayed delayed for PromoteWait (29.9 s): the
+// consumer's one wait on the shard, BZPOPMIN wake sched, always popped the
+// wake-up first (set while work is ready) and gave it back, and never read
+// the sched set. The MultiConsumer, which learns due times from its probe and
+// the shard channel, is held to the same bound.
+func TestShardedDelayedIsPromotedWhileTheConsumerIsBusy(t *testing.T) {
+	for _, multi := range []bool{false, true} {
+		name := "Consumer"
+		if multi {
+			name = "MultiConsumer"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			cl := newClient(t)
+			q := openQueue(t, cl, Config{Layout: Levels(3), Shards: 2})
+			key := shardKey(q, 0)
+			for range 5 {
+				_, err := q.Enqueue(ctx, []byte("p0"), Priority(0), OrderingKey(key))
+				require.NoError(t, err)
+			}
+			var cons *Consumer
+			if multi {
+				cons = newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}}).Consumer
+			} else {
+				cons = newConsumer(t, q, ConsumerConfig{})
+			}
+			held, err := cons.Receive(ctx) // and kept: the consumer is busy
+			require.NoError(t, err)
+			require.Equal(t, int64(0), held.Priority)
+			time.Sleep(200 * time.Millisecond) // its waiter learnt of the 4 left, gave the wake-up back
+			start := time.Now()
+			id, err := q.Enqueue(ctx, []byte("p2"), Priority(2), Delay(50*time.Millisecond), OrderingKey(key))
+			require.NoError(t, err)
+			var promoted time.Duration
+			for promoted == 0 {
+				st, err := q.Stats(ctx)
+				require.NoError(t, err)
+				switch {
+				case st.Delayed == 0:
+					promoted = time.Since(start)
+				case time.Since(start) > 3*time.Second:
+					t.Fatalf("the message due in 50 ms is still delayed after %v", time.Since(start))
+				default:
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			t.Logf("promoted %v after its enqueue (due after 50 ms)", promoted)
+			assert.Less(t, promoted, time.Second)
+			m, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, id, m.ID, "the next Receive gets the priority-2 message")
+		})
+	}
+}
+
+// A parked waiter (its consumer busy, work left in its shard, the wake-up
+// given back) watches the sched set and its poke key; when its consumer
+// begins a fetch, the poke brings it back to the wake-up at once, so work
+// that comes after the consumer drained the shard is picked up in
+// milliseconds, not at the parked wait's timeout (BlockTimeout, 5 s here).
+func TestParkedWaiterWatchesTheWakeUpOnceItsConsumerFetches(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Layout: Levels(3), Shards: 2})
+	key := shardKey(q, 0)
+	for range 3 {
+		_, err := q.Enqueue(ctx, []byte("first"), OrderingKey(key))
+		require.NoError(t, err)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{BlockTimeout: 5 * time.Second})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // busy: shard 0's waiter parks
+	require.NoError(t, m.Ack(ctx))
+	for range 2 { // the consumer drains the shard
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		require.NoError(t, m.Ack(ctx))
+	}
+	got := make(chan *Message, 1)
+	go func() {
+		m, _ := cons.Receive(ctx)
+		got <- m
+	}()
+	time.Sleep(100 * time.Millisecond) // waiting for work
+	start := time.Now()
+	id, err := q.Enqueue(ctx, []byte("later"), OrderingKey(key))
+	require.NoError(t, err)
+	m = <-got
+	require.True(t, m != nil)
+	assert.Equal(t, id, m.ID)
+	t.Logf("picked up %v after its enqueue", time.Since(start))
+	assert.Less(t, time.Since(start), time.Second)
+}

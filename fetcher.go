@@ -33,7 +33,8 @@ type fetcher struct {
 	multi        *multi // a MultiConsumer's (multi.go), else nil
 
 	mu      sync.Mutex
-	held    []*Message    // fetched but not handed out yet
+	held    []*Message    // fetched but not handed out yet: one fetch's messages
+	heldAt  time.Time     // when that fetch put them there
 	running chan struct{} // closed when the fetch in progress ends; nil if none
 	err     error         // the last fetch's error, for the next caller
 	waiting int           // callers waiting on the fetch in progress
@@ -43,6 +44,84 @@ type fetcher struct {
 	// a blocking pop fails on them, so it pops from the others). Used only
 	// by the fetch in progress, one at a time.
 	broken map[string]bool
+
+	// releasing counts the give-backs of kept messages (receive) still in
+	// flight, for Close to wait for.
+	releasing sync.WaitGroup
+}
+
+// keptLeaseShare bounds how long a leased message may wait in held for a
+// later Receive: while less than 1/keptLeaseShare of its lease has passed
+// since its fetch ended, it is handed out as it is; after that it is given
+// back (release.lua: to the head of its lane, this delivery not counted,
+// or nothing if the lease is gone) and the Receive takes again.
+//
+// Why a tenth: a message waits in held only when the Receive that started
+// its fetch gave up (its ctx ended), and the lease kept running meanwhile.
+// Handed out late, it reaches its handler with less time than a fresh take
+// gives (Run ends the handler's context at the lease), and once the lease
+// has ended the sweep may already have delivered it to another consumer:
+// the kept copy would then run beside the redelivery (two handlers of a
+// concurrency-1 group at once). A handler is sized to its Lease; a tenth
+// leaves it at least 90% of it. The common case (Receive in a loop with a
+// short ctx, the next call at once) hands the message out within
+// microseconds, and the price of a message kept longer is two round trips
+// (the give-back and the take), which also let the take serve work of a
+// higher priority that came meanwhile. Extending the kept lease instead
+// would cost one round trip, but hand out a message that may no longer be
+// the best one ready.
+const keptLeaseShare = 10
+
+// staleHeld removes from held, and returns, the leased messages that may
+// not be handed out any more (see keptLeaseShare), and those whose lease
+// has ended by this host's clock (a take slower than the lease). Callers
+// hold f.mu.
+func (f *fetcher) staleHeld(now time.Time) []*Message {
+	kept := now.Sub(f.heldAt)
+	var stale []*Message
+	fresh := f.held[:0:0]
+	for _, m := range f.held {
+		if !m.deadline.IsZero() && (kept*keptLeaseShare > f.cfg.Lease || !now.Before(m.deadline)) {
+			stale = append(stale, m)
+		} else {
+			fresh = append(fresh, m)
+		}
+	}
+	if len(stale) > 0 {
+		f.held = fresh
+	}
+	return stale
+}
+
+// releaseKept gives back leased messages kept too long (staleHeld), with a
+// deadline of its own, and waits for it until ctx ends (the give-back goes
+// on after that; Close waits for it). A give-back that fails leaves the
+// messages to their leases: the sweep delivers them again when they end.
+func (f *fetcher) releaseKept(ctx context.Context, stale []*Message) error {
+	f.releasing.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer f.releasing.Done()
+		defer close(done)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.callTimeout)
+		defer cancel()
+		for s, group := range byShard(stale) {
+			tokens := make([]string, len(group))
+			for i, m := range group {
+				tokens[i] = m.token
+			}
+			if _, err := s.release(rctx, tokens); err != nil {
+				f.report(fmt.Errorf("prioq: receive from %q: giving back %d messages kept past a tenth of their lease: %w",
+					s.name, len(group), err))
+			}
+		}
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func newFetcher(shards []*shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
@@ -60,6 +139,13 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 		if f.closed {
 			f.mu.Unlock()
 			return nil, ErrClosed
+		}
+		if stale := f.staleHeld(time.Now()); len(stale) > 0 {
+			f.mu.Unlock()
+			if err := f.releaseKept(ctx, stale); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if len(f.held) > 0 {
 			k := min(n, len(f.held))
@@ -96,6 +182,13 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 			return nil, err
 		}
 	}
+}
+
+// popsLanes reports whether the fetch waits in a blocking pop on the lanes
+// (AtMostOnce, one shard, not a Range queue of format 4): Close must let
+// such a pop end by itself. Every other fetch waits on wake-ups.
+func (f *fetcher) popsLanes() bool {
+	return f.multi == nil && f.fanin == nil && f.s.cfg.Mode == AtMostOnce && !f.s.lists()
 }
 
 // stillWanted reports whether anyone waits for the fetch in progress.
@@ -165,8 +258,9 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 			cancel()
 		}
 		f.mu.Lock()
-	} else {
+	} else if len(msgs) > 0 {
 		f.held = append(f.held, msgs...)
+		f.heldAt = time.Now()
 	}
 	if err != nil && c.bg.Err() == nil {
 		f.err = err
@@ -384,7 +478,7 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
 		defer cancel()
 		r, err := q.takeFrom(ctx, takeArgs{lanes: f.laneOrder(), n: n, lease: lease})
-		return takeResult{msgs: r.msgs, limited: r.limited, err: err}
+		return takeResult{msgs: r.msgs, limited: r.limited, dropped: r.dropped, err: err}
 	}
 	// take is takeOnce, and while the queue is at its rate limit, a sleep
 	// until its next message may be taken (at most BlockTimeout, so that a
@@ -397,6 +491,10 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	take := func() ([]*Message, error) {
 		for {
 			r := takeOnce()
+			for _, d := range r.dropped {
+				// Nowhere to report it but OnError: AtMostOnce has no dead letters.
+				c.report(d)
+			}
 			if r.err != nil || len(r.msgs) > 0 || r.limited <= 0 {
 				return r.msgs, r.err
 			}

@@ -98,6 +98,10 @@ import (
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane "-", no
 //	                            score: kept whole, never requeued) (AtLeastOnce)
+//	prioq:{Q}:poke:C    ZSET    (a shard of a queue of several) member "p", briefly:
+//	                            consumer C (a random id) began a fetch while its
+//	                            wait on the shard watched only the sched set and
+//	                            this key (fanin.go waiter); expires after a minute
 //	prioq:{Q}:fence     none    never written: every script that may touch a key it
 //	                            does not declare (the group lists, gleases:G, glog:G,
 //	                            prio:P, the lanes a filled index names) declares this
@@ -262,6 +266,9 @@ func keysAt(p, meta string, lanes int) keySet {
 
 // groupLeases is the key of the lease tokens of group g in flight.
 func (k keySet) groupLeases(g string) string { return k.prefix + groupLeasesTag + g }
+
+// poke is consumer id's poke key (fanin.go waiter), a shard's.
+func (k keySet) poke(id string) string { return k.prefix + "poke:" + id }
 
 // prioList is the key of the list of priority p (Range, format 4); the
 // scripts build the same name from a lane key (lua/lib.lua plist_key).

@@ -30,8 +30,9 @@ const poolCheckWait = 500 * time.Millisecond
 
 // poolUse is what the consumers of one client hold on one node's pool.
 type poolUse struct {
-	reserved int          // blocking connections of the live consumers (under blockingMu)
-	inUse    atomic.Int64 // of those, waiting in Redis right now
+	reserved  int          // blocking connections of the live consumers (under blockingMu)
+	consumers int          // how many consumers (and MultiConsumers) hold them (under blockingMu)
+	inUse     atomic.Int64 // of those, waiting in Redis right now
 
 	// The last refusal (under blockingMu): with as many reserved and a need
 	// as large, the next consumer is refused without borrowing again, for
@@ -39,8 +40,9 @@ type poolUse struct {
 	// poolCheckWait, which every other call waits out); a consumer closing
 	// clears it. It expires: the program's own calls may have held the
 	// connections that were missing.
-	refusedAt, refusedNeed int
-	refusedUntil           time.Time
+	refusedAt, refusedNeed  int
+	refusedUntil            time.Time
+	refusedGot, refusedWant int // how many connections that check got at once, of how many
 }
 
 // refusalKept is how long a refusal answers for the pool without a borrow.
@@ -92,27 +94,26 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 		nd.use = usesOf(c, nd.node)
 		idle := nd.use.reserved - int(nd.use.inUse.Load()) // reserved, not waiting now: will want a connection
 		want := max(idle, 0) + nd.n + 1
-		got := want
 		if nd.use.refusedNeed > 0 && nd.use.reserved >= nd.use.refusedAt && nd.n >= nd.use.refusedNeed &&
 			time.Now().Before(nd.use.refusedUntil) {
-			got = -1 // refused a moment ago with no more room than now
-		} else if got = borrow(ctx, c, nd.key, want); got < want {
-			nd.use.refusedAt, nd.use.refusedNeed, nd.use.refusedUntil = nd.use.reserved, nd.n, time.Now().Add(refusalKept)
-		}
-		if got < want {
-			where := ""
-			if nd.node != "" {
-				where = " on " + nd.node
+			// Refused a moment ago with no more room than now: not borrowed
+			// again (a borrow that fails holds every free connection for
+			// poolCheckWait, which every other call waits out).
+			when := ", in a check just now"
+			if ago := time.Since(nd.use.refusedUntil.Add(-refusalKept)).Round(time.Millisecond); ago > 0 {
+				when = fmt.Sprintf(", in a check %v ago", ago)
 			}
-			return nil, fmt.Errorf("%w: %s waits on %d blocking connections%s, beside %d of the client's other consumers, "+
-				"plus 1 for every other call: the pool gave %d of %d within %v (-1: known from a refusal in the last %v); size it for 2 per consumer of a "+
-				"queue of one shard (1 with NoPromoter), 1 per shard on that node for a queue of several, 1 per "+
-				"node for a MultiConsumer, plus the calls the program makes at once",
-				ErrPoolTooSmall, what, nd.n, where, nd.use.reserved, got, want, poolCheckWait, refusalKept)
+			return nil, poolTooSmall(what, nd, nd.use.refusedGot, nd.use.refusedWant, when)
+		}
+		if got := borrow(ctx, c, nd.key, want); got < want {
+			nd.use.refusedAt, nd.use.refusedNeed, nd.use.refusedUntil = nd.use.reserved, nd.n, time.Now().Add(refusalKept)
+			nd.use.refusedGot, nd.use.refusedWant = got, want
+			return nil, poolTooSmall(what, nd, got, want, "")
 		}
 	}
 	for _, nd := range needs {
 		nd.use.reserved += nd.n
+		nd.use.consumers++
 	}
 	var once sync.Once
 	return func() {
@@ -121,10 +122,48 @@ func reserveBlocking(ctx context.Context, c Client, what string, needs []blockin
 			defer blockingMu.Unlock()
 			for _, nd := range needs {
 				nd.use.reserved -= nd.n
+				nd.use.consumers--
 				nd.use.refusedAt, nd.use.refusedNeed = 0, 0
 			}
 		})
 	}, nil
+}
+
+// poolTooSmall is the refusal of reserveBlocking: how large the pool must
+// be, and what else to do, in numbers. A pool of Size connections fits the
+// consumers when Size ≥ the blocking connections of every consumer on the
+// node + 1 (the check borrows, of those, the ones not waiting right now, the
+// new consumer's and the 1: want); got is how many it could borrow at once.
+func poolTooSmall(what string, nd *blockingNeed, got, want int, when string) error {
+	where, pool, size := "", "the pool", "radix.PoolConfig{Size: %d}"
+	if nd.node != "" {
+		where, pool, size = " on "+nd.node, "that node's pool", "radix.PoolConfig{Size: %d} in the ClusterConfig"
+	}
+	others := "no other consumer of this client holds any"
+	switch {
+	case nd.use.consumers == 1:
+		others = fmt.Sprintf("the other consumer of this client holds %d", nd.use.reserved)
+	case nd.use.consumers > 1:
+		others = fmt.Sprintf("the %d other consumers of this client hold %d", nd.use.consumers, nd.use.reserved)
+	}
+	if nd.node != "" {
+		others += " there"
+	}
+	least := nd.use.reserved + nd.n + 1
+	return fmt.Errorf("%w: %s needs %d blocking %s%s, %s, and other calls need 1: %s needs %d connections or more, "+
+		"and only %d of the %d needed now were free at once (within %v%s). Give it %d or more ("+size+"), "+
+		"or start fewer consumers: one consumer runs many handlers (ConsumerConfig.Concurrency), a MultiConsumer "+
+		"serves many queues. Size a pool for 2 per consumer of a one-shard queue (1 with NoPromoter), 1 per shard "+
+		"on the node for a consumer of a sharded queue, 1 per MultiConsumer, plus 1",
+		ErrPoolTooSmall, what, nd.n, plural(nd.n, "connection"), where, others, pool, least,
+		got, want, poolCheckWait, when, least, least)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // borrow takes want connections of key's pool at the same time, holds them

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
@@ -238,4 +239,122 @@ func TestMultiConsumerAddReservesItsConnection(t *testing.T) {
 	_, err = q.Enqueue(ectx, []byte("x"))
 	require.False(t, errors.Is(err, context.DeadlineExceeded), "no connection left for an enqueue: %v", err)
 	require.NoError(t, err)
+}
+
+// Issue 29, item 21: the README's example client, then what a user does
+// next: a second queue, each with a consumer running Run, and a third
+// consumer (a second worker pool on the first queue). With the example's
+// radix.PoolConfig{} (Size 4) the second consumer was refused and the third
+// was told "the pool gave -1 of 4"; the example's pool now has room for 7
+// consumers of one-shard queues (2 blocking connections each, plus 1).
+func TestREADMEPoolServesTwoQueuesAndAThirdConsumer(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	// As in the README and example_test.go's Example.
+	client, err := radix.PoolConfig{Size: 16}.New(ctx, "tcp", testAddr)
+	require.NoError(t, err)
+	defer client.Close()
+
+	base := queueName(t)
+	emails, err := Open(ctx, client, base+"-emails", Config{Layout: Levels(3)})
+	require.NoError(t, err)
+	sms, err := Open(ctx, client, base+"-sms", Config{Layout: Levels(3)})
+	require.NoError(t, err)
+	got := make(chan string, 100)
+	handler := func(_ context.Context, m *Message) error { got <- m.Queue(); return nil }
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i, q := range []*Queue{emails, sms, emails} {
+		c, err := q.NewConsumer(ConsumerConfig{})
+		require.NoError(t, err, "consumer %d", i+1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Run(rctx, handler)
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.Close(cctx)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // every consumer waits for work
+	want := map[string]int{}
+	for i := range 10 {
+		for _, q := range []*Queue{emails, sms} {
+			ectx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := q.Enqueue(ectx, []byte(fmt.Sprint(i)), Priority(int64(i%3)))
+			cancel()
+			require.NoError(t, err, "an enqueue beside the three waiting consumers")
+			want[q.Name()]++
+		}
+	}
+	seen := map[string]int{}
+	for n := 0; n < 20; n++ {
+		select {
+		case name := <-got:
+			seen[name]++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("handled %v of %v", seen, want)
+		}
+	}
+	assert.Equal(t, want, seen)
+	stop()
+	wg.Wait()
+}
+
+// A pool that really is too small is refused with a message that says how
+// large it must be, in numbers that are right: a pool of that size accepts
+// the consumer. The refusal remembered for a moment (refusalKept) says the
+// same, not "the pool gave -1 of 4" as before.
+func TestPoolTooSmallSaysHowLargeItMustBe(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int // a pool too small for the last consumer
+		consumers int // accepted before it
+		least     int // the size the message names
+		others    string
+	}{
+		{"SecondOfFour", 4, 1, 5, "the other consumer of this client holds 2"},
+		{"ThirdOfSix", 6, 2, 7, "the 2 other consumers of this client hold 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := ownPool(t, testAddr, tc.size)
+			q, err := Open(context.Background(), cl, queueName(t), Config{})
+			require.NoError(t, err)
+			for range tc.consumers {
+				c, err := q.NewConsumer(ConsumerConfig{})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close(context.Background()) })
+			}
+			time.Sleep(100 * time.Millisecond) // their promoters wait
+			for attempt, how := range []string{"checked", "remembered"} {
+				_, err = q.NewConsumer(ConsumerConfig{})
+				require.ErrorIs(t, err, ErrPoolTooSmall, how)
+				msg := err.Error()
+				t.Logf("%s: %s", how, msg)
+				for _, part := range []string{
+					fmt.Sprintf("a consumer of %q needs 2 blocking connections", q.Name()),
+					tc.others,
+					fmt.Sprintf("the pool needs %d connections or more", tc.least),
+					fmt.Sprintf("Give it %d or more (radix.PoolConfig{Size: %d})", tc.least, tc.least),
+					"ConsumerConfig.Concurrency",
+					"2 per consumer",
+				} {
+					assert.Contains(t, msg, part, how)
+				}
+				assert.False(t, strings.Contains(msg, "-1"), how, "no -1 in:", msg)
+				if attempt == 1 {
+					assert.Contains(t, msg, "in a check", "says the refusal is remembered")
+				}
+			}
+			// The size it names is enough.
+			big := ownPool(t, testAddr, tc.least)
+			qb, err := Open(context.Background(), big, q.Name(), Config{})
+			require.NoError(t, err)
+			for i := range tc.consumers + 1 {
+				c, err := qb.NewConsumer(ConsumerConfig{})
+				require.NoError(t, err, "consumer %d of a pool of %d", i+1, tc.least)
+				t.Cleanup(func() { _ = c.Close(context.Background()) })
+				time.Sleep(50 * time.Millisecond) // its promoter waits, as above
+			}
+		})
+	}
 }

@@ -211,6 +211,7 @@ type takeMergers struct {
 type takeResult struct {
 	msgs    []*Message
 	limited time.Duration // takeReply's: the queue is at its rate limit
+	dropped []error       // takeReply's (AtMostOnce), given to one asker only
 	err     error
 }
 
@@ -224,12 +225,10 @@ func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []ta
 	out := make([]takeResult, len(ns))
 	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease, guess: true})
 	msgs := r.msgs
-	for _, d := range r.dropped {
-		// AtMostOnce (a Range queue of format 4): an entry that did not
-		// decode left Redis with the pop and goes nowhere; say so.
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: dropped a message that did not decode",
-			slog.String("queue", s.name), slog.String("error", d.Error()))
-	}
+	// AtMostOnce (a Range queue of format 4): an entry that did not decode
+	// left Redis with the pop and goes nowhere. The first asker's consumer
+	// reports it (OnError), once, as a blocking pop's fetch does.
+	out[0].dropped = r.dropped
 	for i, n := range ns {
 		if err != nil {
 			out[i].err = err
