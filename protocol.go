@@ -123,7 +123,8 @@ const (
 	replyLimited = "limited"
 
 	// replyBroken, then the keys, ends a take's reply when the take passed
-	// by lane keys of the wrong type.
+	// by lane keys of the wrong type, or set aside entries of a segment's
+	// index that name no priority.
 	replyBroken = "broken"
 
 	// replyTop, then the best priority left ('' for none), ends a take's

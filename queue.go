@@ -170,7 +170,17 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 // a restart without persistence can lose the meta key of a queue that
 // earlier versions stored, and writing format 4 over its data would leave its
 // messages passed by. One EXISTS, and when the meta key is missing one
-// ZRANGE per segment; nothing for other layouts.
+// ZRANGE of the first few members per segment; nothing for other layouts.
+//
+// A member that names a priority (as the scripts write it, lib.lua
+// index_prio) says format 4, whatever else is there: its lists exist, and
+// its takes set aside, alone, what names no priority (an entry of the
+// earlier form goes to the dead letters, from where RequeueDead puts it
+// back). Without one, any member says RangeSorted (whose members are a
+// sequence and an envelope). (On
+// issue 29's base one member such as "x" at the head of a segment of format
+// 4 was enough to serve the queue as RangeSorted: its names were taken as
+// messages and buried, their lists left unread.)
 func (q *Queue) findSortedRange(ctx context.Context) error {
 	if !q.cfg.Layout.isRange() || q.cfg.Layout.seqMembers {
 		return nil
@@ -182,14 +192,14 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 	if exists == 1 {
 		return nil // writeMeta reads its format
 	}
-	var sorted atomic.Bool
+	var named, sorted atomic.Bool
 	err := q.eachShard(func(_ int, s *shard) error {
 		heads := make([][]string, len(s.k.lanes))
 		err := s.doPipeline(ctx, func() *radix.Pipeline {
 			p := radix.NewPipeline()
 			for i, l := range s.k.lanes {
 				heads[i] = nil
-				p.Append(radix.Cmd(&heads[i], "ZRANGE", l, "0", "0"))
+				p.Append(radix.Cmd(&heads[i], "ZRANGE", l, "0", "7"))
 			}
 			return p
 		})
@@ -197,8 +207,10 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 			return err
 		}
 		for _, h := range heads {
-			if len(h) == 1 {
-				if _, perr := strconv.ParseInt(h[0], 10, 64); perr != nil {
+			for _, m := range h {
+				if isIndexName(m) {
+					named.Store(true)
+				} else {
 					sorted.Store(true)
 				}
 			}
@@ -208,10 +220,18 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prioq: open %q: %w", q.name, err)
 	}
-	if sorted.Load() {
+	if sorted.Load() && !named.Load() {
 		q.cfg.Layout.seqMembers = true
 	}
 	return nil
+}
+
+// isIndexName reports whether m is a priority as a Range index of format 4
+// names it: the decimal form strconv writes, within the layout's bounds
+// (lib.lua index_prio reads the same).
+func isIndexName(m string) bool {
+	p, err := strconv.ParseInt(m, 10, 64)
+	return err == nil && p <= MaxRangePriority && p >= -MaxRangePriority && strconv.FormatInt(p, 10) == m
 }
 
 // metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
