@@ -1,12 +1,10 @@
 package prioq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -656,8 +654,16 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 
 // Peek describes up to n ready messages (at most MaxBatch) in the order
 // consumers would get them, taking nothing. One round trip (per shard, the
-// shards at once; their messages merged by priority, then enqueue time);
-// cost O(lanes + n). Cancelling ctx abandons the read.
+// shards at once); cost O(lanes + n). Cancelling ctx abandons the read.
+//
+// A queue of several shards is shown in the order one consumer that starts
+// now receives its messages with Receive: by priority; within a shard, in
+// the order of its lanes (a requeued or retried message at the tail of its
+// priority, whatever its enqueue time); between shards whose best messages
+// have the same priority, in turn, as the consumer's fan-in breaks the tie
+// (fanin.best: from shard 1, then the shard after the last one chosen).
+// Other consumers, and one already running, may meet the shards' ties in
+// another turn.
 func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
@@ -674,14 +680,37 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := slices.Concat(per...)
-	slices.SortStableFunc(all, func(a, b MessageInfo) int {
-		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-			return c
+	return fanInOrder(per, n), nil
+}
+
+// fanInOrder merges the shards' messages, each shard's in its own order, as
+// a consumer's fan-in takes them one at a time: from the shard of the best
+// priority, a tie broken by the same rule (fanin.best), the hint of a shard
+// being the priority of its next message. Each shard gave up to n, so the
+// first n merged are exact: a shard runs out only after giving n.
+func fanInOrder(per [][]MessageInfo, n int) []MessageInfo {
+	fi := newFanin(len(per))
+	next := make([]int, len(per))
+	hint := func(i int) int64 {
+		if next[i] < len(per[i]) {
+			return per[i][next[i]].Priority
 		}
-		return a.EnqueuedAt.Compare(b.EnqueuedAt)
-	})
-	return all[:min(n, len(all))], nil
+		return hintEmpty
+	}
+	for i := range per {
+		fi.hint[i] = hint(i)
+	}
+	var out []MessageInfo
+	for len(out) < n {
+		i, _ := fi.best()
+		if i < 0 {
+			break
+		}
+		out = append(out, per[i][next[i]])
+		next[i]++
+		fi.hint[i] = hint(i)
+	}
+	return out
 }
 
 // peek is Peek of one shard.
