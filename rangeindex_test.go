@@ -419,3 +419,95 @@ func TestRangeQueueWithoutMetaIsNotMistakenForSortedByOneDamagedMember(t *testin
 	d := onlyDeadLetter(t, again)
 	assert.Contains(t, d.Reason, "names no priority")
 }
+
+// With a dead-letter list of the wrong type nothing can be set aside: a
+// member that is nothing but a wrong name is dropped, and the segment
+// served; one that may be a message (the earlier form) stays where it is,
+// and its segment is passed by, as before the fix, reported in the log.
+func TestRangeIndexDamageWithDeadLettersOfTheWrongType(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	var logged lockedBuffer
+	q := openQueue(t, c, Config{Layout: Range(0, 99, 3), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	s := sh(q)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.dead, "not a list")))
+	take := func() []string {
+		t.Helper()
+		r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+		require.NoError(t, err)
+		var ids []string
+		for _, m := range r.msgs {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	for _, name := range []string{"high", "low"} {
+		p := int64(90)
+		if name == "low" {
+			p = 10
+		}
+		_, err := q.Enqueue(ctx, []byte(name), ID(name), Priority(p))
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[2], "-inf", "x", "-1000", "007")))
+	assert.Equal(t, []string{"high"}, take(), "wrong names dropped")
+	var members []string
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.k.lanes[2], "0", "-1")))
+	assert.Empty(t, members)
+
+	old := (&envelope{ID: "old-1", CallerID: true, Priority: 95, EnqueuedMs: 1_700_000_000_000, Payload: []byte("earlier")}).encode()
+	member := "\x00\x00\x00\x00\x00\x00\x00\x01" + string(old)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[2], "-95", member)))
+	_, err := q.Enqueue(ctx, []byte("beside"), ID("beside"), Priority(80))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"low"}, take(), "the segment holding what may be a message is passed by")
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.k.lanes[2], "0", "-1")))
+	assert.Equal(t, []string{member, "80"}, members, "kept")
+	assert.Contains(t, logged.String(), s.k.dead)
+}
+
+// At maxmemory (noeviction) a take still sets damaged index members aside
+// and delivers what is beside them: its first write frees memory (the pop
+// of the member, or its ZREM from a filled index's segment), and Redis
+// refuses a script only at its first write.
+func TestRangeIndexDamageIsSetAsideAtMaxMemory(t *testing.T) {
+	addr := ownServer(t, "--maxmemory-policy", "noeviction")
+	c := ownPool(t, addr, 8)
+	for _, l := range damagedRangeLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{Layout: l.layout})
+			s := sh(q)
+			var want []string
+			for _, p := range l.prios {
+				id, err := q.Enqueue(ctx, []byte(fmt.Sprint(p)), Priority(p))
+				require.NoError(t, err)
+				want = append(want, id)
+			}
+			for _, p := range l.prios {
+				lane, _ := l.layout.laneOf(p)
+				args := []string{s.k.lanes[lane]}
+				for _, b := range noPriority {
+					args = append(args, b.score, b.member)
+				}
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", args...)))
+			}
+			setMaxMemory(t, c, usedMemory(t, c)-256<<10) // over the limit from here on
+			t.Cleanup(func() { setMaxMemory(t, c, 0) })
+			_, err := q.Enqueue(ctx, []byte("refused"), Priority(l.prios[0]))
+			require.ErrorContains(t, err, "OOM", "Redis is full")
+
+			var got []string
+			for range want {
+				r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+				require.NoError(t, err)
+				require.Len(t, r.msgs, 1)
+				got = append(got, r.msgs[0].ID)
+			}
+			assert.Equal(t, want, got)
+			dead, err := q.DeadLetters(ctx, 0, 1000)
+			require.NoError(t, err)
+			assert.NotEmpty(t, dead, "set aside")
+		})
+	}
+}

@@ -257,9 +257,11 @@ end
 --   prioq writes such a name): it is left in place, and the reason names it.
 -- Every other record is of no lane (never requeued; DeadLetters shows it,
 -- PurgeDead deletes it): a hand edit, kept for an operator to look at. The
--- index is reported (REPLY_BROKEN: logged). A dead-letter list that refuses
--- the record (of the wrong type) keeps m in its index instead: false is
--- returned, and the caller passes the index by, as takes did before.
+-- index is reported (REPLY_BROKEN: logged). When the dead-letter list
+-- refuses the record (of the wrong type), m is dropped if it is nothing
+-- but a wrong name; one that may be or stand for data (the earlier form, a
+-- key under its name) stays in its index: false is returned, and the
+-- caller passes the index by, as takes did before.
 -- named_anywhere reports whether an index of the queue names priority c:
 -- then its list is served in that segment's turn, and naming it here too
 -- ("-0" for 0, in another segment) would serve it out of its turn.
@@ -277,7 +279,7 @@ local function set_aside(key, m, score)
   local seg = string.match(key, '(%d+)$')
   local now = clock()
   local env, s = earlier_env(m), tonumber(score)
-  local rec
+  local rec, holds = nil, env ~= nil
   if env and s and s == math.floor(s) and s <= MAX_SEQ and s >= -MAX_SEQ then
     rec = dead_record(seg, string.format('%d', s), now,
       'an entry of the earlier Range form (sequence and envelope) in the index ' .. key .. ', set aside by a take', env)
@@ -293,12 +295,16 @@ local function set_aside(key, m, score)
     end
     local other = plist_key(key, m)
     local t = redis.call('TYPE', other).ok
-    if t ~= 'none' then why = why .. '; the key ' .. other .. ' it names (a ' .. t .. ', none of prioq\'s) is left in place' end
+    if t ~= 'none' then
+      why = why .. '; the key ' .. other .. ' it names (a ' .. t .. ', none of prioq\'s) is left in place'
+      holds = true
+    end
     rec = dead_record(UNKNOWN_LANE, '', now, why, seg .. '|' .. score .. '|' .. m)
   end
   if type(redis.pcall('RPUSH', prefix .. 'dead', rec)) ~= 'number' then
-    redis.call('ZADD', key, score, m)
     report_broken(prefix .. 'dead')
+    if not holds then return true end -- nothing lost: dropped
+    redis.call('ZADD', key, score, m)
     return false
   end
   return true
