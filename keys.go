@@ -221,7 +221,7 @@ func keysAt(p, meta string, lanes int) keySet {
 		paused:   p + "paused",
 		leases:   p + "leases",
 		inflight: p + "inflight",
-		dead:     p + "dead",
+		dead:     p + deadName,
 		counts:   p + "counts",
 		fence:    p + "fence",
 		filled:   p + filledName,

@@ -49,6 +49,11 @@ const (
 	// scripts build it from a lane key, as they build a priority's list.
 	filledName = "filled"
 
+	// deadName is the dead-letter list's key name after the prefix
+	// (keys.go): a take builds it to set aside an index member that names
+	// no priority (lua/take.lua set_aside).
+	deadName = "dead"
+
 	// filledWhole is the filled index's member that says it names every
 	// lane holding messages (score -inf): only a take that checked every
 	// lane writes it (lua/take.lua pop_filled).
@@ -178,6 +183,7 @@ func luaConstants() string {
 	num("KIND_FILLED", mustAtoi(argKindFilled))
 	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
 	str("FILLED_KEY", filledName)
+	str("DEAD_KEY", deadName)
 	str("FILLED_WHOLE", filledWhole)
 	str("G_READY", groupReadyName)
 	str("G_LEASES", groupLeasesTag)

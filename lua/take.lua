@@ -301,8 +301,8 @@ local function set_aside(key, m, score)
     end
     rec = dead_record(UNKNOWN_LANE, '', now, why, seg .. '|' .. score .. '|' .. m)
   end
-  if type(redis.pcall('RPUSH', prefix .. 'dead', rec)) ~= 'number' then
-    report_broken(prefix .. 'dead')
+  if type(redis.pcall('RPUSH', prefix .. DEAD_KEY, rec)) ~= 'number' then
+    report_broken(prefix .. DEAD_KEY)
     if not holds then return true end -- nothing lost: dropped
     redis.call('ZADD', key, score, m)
     return false
