@@ -29,6 +29,15 @@ import (
 // order; with other consumers and producers at work, a hint can be stale
 // for as long as it takes a take or a wake-up to correct it (the inversion
 // rate the benchmark measures).
+//
+// Ties (shards whose best priorities are equal) are broken in turn: the
+// first tied shard after the one that won the last tie. A hint a wake-up
+// raised is a guess (the wake-up may be older than the consumer's last take
+// from the shard, which learnt its best priority exactly): the consumer
+// takes on it only what it promised (its floor is the guess), and before it
+// breaks a tie with it, it probes the shard. So a consumer alone on a queue
+// that no producer writes to meanwhile takes in one order, whatever the
+// timing of its wake-ups, the order Queue.Peek shows (fanInOrder).
 
 // Hints: a priority, or one of these.
 const (
@@ -41,6 +50,7 @@ const (
 // raised.
 type fanin struct {
 	hint   []int64
+	guess  []bool         // hint[i] was raised by a wake-up, not read from the shard
 	down   []time.Time    // a shard that failed a call: left alone until then (zero: up)
 	err    error          // the last such failure
 	raised []atomic.Int64 // the best priority waiters saw made ready since (hintEmpty: none)
@@ -79,7 +89,7 @@ func (fi *fanin) fetchBegins() (ends func()) {
 }
 
 func newFanin(shards int) *fanin {
-	f := &fanin{hint: make([]int64, shards), down: make([]time.Time, shards), raised: make([]atomic.Int64, shards), signal: make(chan struct{}, 1), began: make(chan struct{})}
+	f := &fanin{hint: make([]int64, shards), guess: make([]bool, shards), down: make([]time.Time, shards), raised: make([]atomic.Int64, shards), signal: make(chan struct{}, 1), began: make(chan struct{})}
 	for i := range f.hint {
 		f.hint[i] = hintUnknown
 		f.raised[i].Store(hintEmpty)
@@ -103,19 +113,24 @@ func (fi *fanin) raise(i int, p int64) {
 }
 
 // applyRaised folds what the waiters saw into the hints, but for shards
-// left alone after a failure (they are probed again when that ends).
+// left alone after a failure (they are probed again when that ends). A hint
+// raised by a known priority is a guess (see the file's comment).
 func (fi *fanin) applyRaised() {
 	for i := range fi.raised {
-		if p := fi.raised[i].Swap(hintEmpty); p != hintEmpty && fi.down[i].IsZero() {
-			fi.hint[i] = max(fi.hint[i], p)
+		if p := fi.raised[i].Swap(hintEmpty); p != hintEmpty && fi.down[i].IsZero() && p > fi.hint[i] {
+			fi.hint[i], fi.guess[i] = p, p != hintUnknown
 		}
 	}
 }
 
+// set records what shard i was found to hold: a hint that is no guess.
+func (fi *fanin) set(i int, h int64) { fi.hint[i], fi.guess[i] = h, false }
+
 // markDown leaves shard i alone for retry after a call on it failed with
 // err: its hint reads empty, so the others are served meanwhile.
 func (fi *fanin) markDown(i int, retry time.Duration, err error) {
-	fi.hint[i], fi.down[i], fi.err = hintEmpty, time.Now().Add(retry), err
+	fi.set(i, hintEmpty)
+	fi.down[i], fi.err = time.Now().Add(retry), err
 }
 
 // upAgain makes the shards whose time alone has passed unknown again, to be
@@ -127,7 +142,8 @@ func (fi *fanin) upAgain(now time.Time) (next time.Duration, allDown error) {
 		switch {
 		case t.IsZero():
 		case !now.Before(t):
-			fi.down[i], fi.hint[i] = time.Time{}, hintUnknown
+			fi.down[i] = time.Time{}
+			fi.set(i, hintUnknown)
 		default:
 			down++
 			if d := t.Sub(now); next == 0 || d < next {
@@ -142,7 +158,8 @@ func (fi *fanin) upAgain(now time.Time) (next time.Duration, allDown error) {
 }
 
 // best is the shard of the best hint (-1: all empty), ties broken in turn so
-// that equal shards share the load, and the best hint of the others.
+// that equal shards share the load, and the best hint of the others. Only a
+// tie moves the turn on: the next tie starts after its winner.
 func (fi *fanin) best() (shard int, next int64) {
 	shard, next = -1, hintEmpty
 	top := int64(hintEmpty)
@@ -160,10 +177,36 @@ func (fi *fanin) best() (shard int, next int64) {
 			next = max(next, h)
 		}
 	}
-	if shard >= 0 {
+	if shard >= 0 && next == top {
 		fi.rr = shard
 	}
 	return shard, next
+}
+
+// guessedTie makes unknown (to be probed) the guessed hints tied at the
+// best, and reports whether there were any: a tie is broken on hints read
+// from the shards alone, so that a stale guess cannot take a turn.
+func (fi *fanin) guessedTie() bool {
+	top, tied := int64(hintEmpty), 0
+	for _, h := range fi.hint {
+		switch {
+		case h > top:
+			top, tied = h, 1
+		case h == top:
+			tied++
+		}
+	}
+	if top == hintEmpty || tied < 2 {
+		return false
+	}
+	found := false
+	for i, h := range fi.hint {
+		if h == top && fi.guess[i] {
+			fi.set(i, hintUnknown)
+			found = true
+		}
+	}
+	return found
 }
 
 // fetchFanIn is the fetch of a queue of several shards: learn what is not
@@ -188,6 +231,9 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 		}
 		fi.applyRaised()
 		f.probeUnknown()
+		if fi.guessedTie() {
+			continue // probed, then chosen again
+		}
 		i, next := fi.best()
 		if i < 0 {
 			if len(out) > 0 {
@@ -302,7 +348,7 @@ func (f *fetcher) probeUnknown() {
 			fi.markDown(i, f.cfg.RetryInterval, errs[j])
 			continue
 		}
-		fi.hint[i] = tops[j]
+		fi.set(i, tops[j])
 	}
 }
 
@@ -314,6 +360,11 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	a := takeArgs{lanes: s.k.highFirst, n: n, top: true, guess: true}
 	if s.cfg.Mode == AtLeastOnce {
 		a.lease = f.cfg.Lease
+	}
+	if fi.guess[i] {
+		// A guess takes only what it promised: a stale one takes nothing
+		// (and learns the shard's best), so that it takes no turn.
+		next = fi.hint[i]
 	}
 	if next != hintEmpty {
 		// The lanes of priority next and better: highFirst down to next's.
@@ -329,15 +380,15 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	defer cancel()
 	r, err := s.takeFrom(ctx, a)
 	if err != nil {
-		fi.hint[i] = hintUnknown
+		fi.set(i, hintUnknown)
 		return nil, err
 	}
 	for _, err := range r.dropped {
 		f.report(err)
 	}
-	fi.hint[i] = hintEmpty
+	fi.set(i, hintEmpty)
 	if r.hasTop && !r.paused {
-		fi.hint[i] = r.top
+		fi.set(i, r.top)
 	}
 	if r.limited > 0 {
 		// At its share of the queue's rate limit: left alone until its

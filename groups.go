@@ -54,7 +54,8 @@ func validateGroup(g string) error {
 // Group puts the message in group key (a tenant, a customer): see the
 // package's groups. Needs an AtLeastOnce queue of Levels or Range layout
 // (ErrWrongMode, ErrInvalidOption otherwise). In a queue of several shards
-// the group decides the shard (with OrderingKey too: ErrInvalidOption).
+// the group decides the shard (with OrderingKey, or with ID, too:
+// ErrInvalidOption; see ID).
 func Group(key string) Option {
 	return func(o *sendOptions) {
 		if err := validateGroup(key); err != nil {

@@ -30,7 +30,10 @@ import (
 //	                            key and P, the one name they build: a take learns P as it
 //	                            pops it from the index. A name in an index may outlive its
 //	                            list (its push refused: a key P of the wrong type); a take
-//	                            drops it.
+//	                            drops it. Only P as strconv writes it names a list
+//	                            (lib.lua index_prio): a take moves any other member ("x",
+//	                            "007", an entry of the earlier form) to the dead letters,
+//	                            alone, and every reader passes it over
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
 //	                            have no such lists: their segment N holds the messages,
 //	                            member seq‖envelope, score -priority (Layout.seqMembers)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +31,12 @@ type sendOptions struct {
 // OrderingKey puts the message in the shard of key (a queue of several
 // shards): messages with the same key keep first-in, first-out order among
 // those of one priority, as in a queue of one shard. Without it a message
-// goes to the shard of its ID, or the next shard in turn. With an ID too,
-// the key decides the shard, so give a retried message the same key. No
-// effect on a queue of one shard. An empty key is an error.
+// goes to the shard of its ID, or the next shard in turn. With an ID too, on
+// a queue of several shards, the enqueue is refused (ErrInvalidOption,
+// nothing written): the key would choose the shard, and an id is kept
+// unique only within its shard, so one id enqueued with two keys would be
+// stored twice (see ID). No effect on a queue of one shard. An empty key is
+// an error.
 func OrderingKey(key string) Option {
 	return func(o *sendOptions) {
 		if key == "" {
@@ -89,7 +93,12 @@ func At(t time.Time) Option {
 // ID gives the message an id of the producer's choosing (1..128 printable ASCII
 // bytes). While a message with that id is alive (waiting, in flight, or dead),
 // enqueueing the id again stores nothing and reports ErrDuplicate, so a
-// producer can retry safely: give the ID on the first attempt. Without it
+// producer can retry safely: give the ID on the first attempt. On a queue of
+// several shards the id chooses its shard, whose set of live ids keeps it
+// unique queue-wide; with a Group or an OrderingKey, which would choose the
+// shard instead, it is refused (ErrInvalidOption, nothing written): no
+// atomic check can see every shard (their keys are in different cluster
+// slots), so the same id could be stored in two. Without it
 // prioq generates a unique, time-ordered id ('@' and 20 characters of 0-9a-v);
 // an id of that form is refused here (ErrInvalidID), so a caller's id can
 // never name a message prioq named.
@@ -195,6 +204,9 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	} else if o.delay > 0 {
 		due = "+" + fmtInt(leaseMs(o.delay))
 	}
+	if len(q.shards) > 1 && o.id != "" && (o.group != "" || o.orderingKey != "") {
+		return prepared{}, idRoutedElsewhere(len(q.shards), o)
+	}
 	p := prepared{id: o.id, caller: o.id != "", due: due, lane: lane, prio: o.priority, grouped: o.group != ""}
 	switch {
 	case len(q.shards) == 1:
@@ -222,6 +234,24 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	e := envelope{ID: p.id, CallerID: p.caller, Group: o.group, Priority: o.priority, EnqueuedMs: now.UnixMilli(), Headers: o.headers, Payload: payload}
 	p.env = e.encode()
 	return p, nil
+}
+
+// idRoutedElsewhere is the error of an ID given with a Group or an
+// OrderingKey on a queue of several shards. A caller's id is kept unique
+// by its shard's set of live ids, written in the same script as the
+// message; the group or the key would choose another shard than the id's
+// own, so the same id routed by two keys would be stored twice. Checking
+// every shard cannot be atomic (their keys are in different cluster slots,
+// and a script may touch one slot only), so the combination is refused.
+func idRoutedElsewhere(shards int, o sendOptions) error {
+	by := "OrderingKey"
+	if o.group != "" {
+		by = "Group"
+	}
+	return fmt.Errorf("%w: ID with %s on a queue of %d shards: the %s would choose the shard, and an id is "+
+		"kept unique only within the shard it is stored in (one atomic check cannot see every shard, whose keys "+
+		"are in different cluster slots), so the same id could be stored twice; give the id alone (it then "+
+		"chooses its shard) or use a queue of one shard", ErrInvalidOption, by, shards, strings.ToLower(by[:1])+by[1:])
 }
 
 // Enqueue stores one message and returns its id. Options: Priority, Delay, At,

@@ -49,6 +49,12 @@ const (
 	// scripts build it from a lane key, as they build a priority's list.
 	filledName = "filled"
 
+	// deadName is the dead-letter list's key name after the prefix
+	// (keys.go): a take builds it to set aside an index member that names
+	// no priority (lua/take.lua set_aside), group_unpark (lib.lua) to set
+	// aside a corrupt parked entry, both from a lane key.
+	deadName = "dead"
+
 	// filledWhole is the filled index's member that says it names every
 	// lane holding messages (score -inf): only a take that checked every
 	// lane writes it (lua/take.lua pop_filled).
@@ -64,10 +70,6 @@ const (
 	groupLimitsName = "glimits"
 	groupListTag    = ":g:"
 	groupFlightName = "gflight"
-
-	// deadName is the dead-letter list's name after its prefix: group_unpark
-	// (lib.lua) sets corrupt parked entries aside there, from a lane key.
-	deadName = "dead"
 
 	// Rate limits (limits.go, keys.go): a group's log of takes (a ZSET per
 	// group, after this tag), the groups parked at their rate limit until
@@ -128,7 +130,8 @@ const (
 	replyLimited = "limited"
 
 	// replyBroken, then the keys, ends a take's reply when the take passed
-	// by lane keys of the wrong type.
+	// by lane keys of the wrong type, or set aside entries of a segment's
+	// index that name no priority.
 	replyBroken = "broken"
 
 	// replyTop, then the best priority left ('' for none), ends a take's
@@ -182,6 +185,7 @@ func luaConstants() string {
 	num("KIND_FILLED", mustAtoi(argKindFilled))
 	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
 	str("FILLED_KEY", filledName)
+	str("DEAD_KEY", deadName)
 	str("FILLED_WHOLE", filledWhole)
 	str("G_READY", groupReadyName)
 	str("G_LEASES", groupLeasesTag)
@@ -191,7 +195,6 @@ func luaConstants() string {
 	str("G_LOG", groupLogTag)
 	str("G_DUE", groupDueName)
 	str("G_FLIGHT", groupFlightName)
-	str("DEAD_KEY", deadName)
 	str("Q_RATE", queueRateName)
 	str("Q_LOG", queueLogName)
 	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)

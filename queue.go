@@ -1,12 +1,10 @@
 package prioq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,7 +168,17 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 // a restart without persistence can lose the meta key of a queue that
 // earlier versions stored, and writing format 4 over its data would leave its
 // messages passed by. One EXISTS, and when the meta key is missing one
-// ZRANGE per segment; nothing for other layouts.
+// ZRANGE of the first few members per segment; nothing for other layouts.
+//
+// A member that names a priority (as the scripts write it, lib.lua
+// index_prio) says format 4, whatever else is there: its lists exist, and
+// its takes set aside, alone, what names no priority (an entry of the
+// earlier form goes to the dead letters, from where RequeueDead puts it
+// back). Without one, any member says RangeSorted (whose members are a
+// sequence and an envelope). (On
+// issue 29's base one member such as "x" at the head of a segment of format
+// 4 was enough to serve the queue as RangeSorted: its names were taken as
+// messages and buried, their lists left unread.)
 func (q *Queue) findSortedRange(ctx context.Context) error {
 	if !q.cfg.Layout.isRange() || q.cfg.Layout.seqMembers {
 		return nil
@@ -182,14 +190,14 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 	if exists == 1 {
 		return nil // writeMeta reads its format
 	}
-	var sorted atomic.Bool
+	var named, sorted atomic.Bool
 	err := q.eachShard(func(_ int, s *shard) error {
 		heads := make([][]string, len(s.k.lanes))
 		err := s.doPipeline(ctx, func() *radix.Pipeline {
 			p := radix.NewPipeline()
 			for i, l := range s.k.lanes {
 				heads[i] = nil
-				p.Append(radix.Cmd(&heads[i], "ZRANGE", l, "0", "0"))
+				p.Append(radix.Cmd(&heads[i], "ZRANGE", l, "0", "7"))
 			}
 			return p
 		})
@@ -197,8 +205,10 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 			return err
 		}
 		for _, h := range heads {
-			if len(h) == 1 {
-				if _, perr := strconv.ParseInt(h[0], 10, 64); perr != nil {
+			for _, m := range h {
+				if isIndexName(m) {
+					named.Store(true)
+				} else {
 					sorted.Store(true)
 				}
 			}
@@ -208,10 +218,18 @@ func (q *Queue) findSortedRange(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prioq: open %q: %w", q.name, err)
 	}
-	if sorted.Load() {
+	if sorted.Load() && !named.Load() {
 		q.cfg.Layout.seqMembers = true
 	}
 	return nil
+}
+
+// isIndexName reports whether m is a priority as a Range index of format 4
+// names it: the decimal form strconv writes, within the layout's bounds
+// (lib.lua index_prio reads the same).
+func isIndexName(m string) bool {
+	p, err := strconv.ParseInt(m, 10, 64)
+	return err == nil && p <= MaxRangePriority && p >= -MaxRangePriority && strconv.FormatInt(p, 10) == m
 }
 
 // metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
@@ -656,8 +674,16 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 
 // Peek describes up to n ready messages (at most MaxBatch) in the order
 // consumers would get them, taking nothing. One round trip (per shard, the
-// shards at once; their messages merged by priority, then enqueue time);
-// cost O(lanes + n). Cancelling ctx abandons the read.
+// shards at once); cost O(lanes + n). Cancelling ctx abandons the read.
+//
+// A queue of several shards is shown in the order one consumer that starts
+// now receives its messages with Receive: by priority; within a shard, in
+// the order of its lanes (a requeued or retried message at the tail of its
+// priority, whatever its enqueue time); between shards whose best messages
+// have the same priority, in turn, as the consumer's fan-in breaks the tie
+// (fanin.best: from shard 1, then the shard after the last one chosen).
+// Other consumers, and one already running, may meet the shards' ties in
+// another turn.
 func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Peek(%d)", ErrInvalidOption, n)
@@ -674,14 +700,37 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := slices.Concat(per...)
-	slices.SortStableFunc(all, func(a, b MessageInfo) int {
-		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-			return c
+	return fanInOrder(per, n), nil
+}
+
+// fanInOrder merges the shards' messages, each shard's in its own order, as
+// a consumer's fan-in takes them one at a time: from the shard of the best
+// priority, a tie broken by the same rule (fanin.best), the hint of a shard
+// being the priority of its next message. Each shard gave up to n, so the
+// first n merged are exact: a shard runs out only after giving n.
+func fanInOrder(per [][]MessageInfo, n int) []MessageInfo {
+	fi := newFanin(len(per))
+	next := make([]int, len(per))
+	hint := func(i int) int64 {
+		if next[i] < len(per[i]) {
+			return per[i][next[i]].Priority
 		}
-		return a.EnqueuedAt.Compare(b.EnqueuedAt)
-	})
-	return all[:min(n, len(all))], nil
+		return hintEmpty
+	}
+	for i := range per {
+		fi.hint[i] = hint(i)
+	}
+	var out []MessageInfo
+	for len(out) < n {
+		i, _ := fi.best()
+		if i < 0 {
+			break
+		}
+		out = append(out, per[i][next[i]])
+		next[i]++
+		fi.hint[i] = hint(i)
+	}
+	return out
 }
 
 // peek is Peek of one shard.

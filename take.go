@@ -170,14 +170,17 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 const brokenLogEvery = time.Minute
 
 // logBrokenLanes says, at most once per brokenLogEvery, that takes pass by
-// lane keys of the wrong type: their messages wait until the keys are mended.
+// lane keys of the wrong type (their messages wait until the keys are
+// mended), or met entries of a Range segment's index that name no priority
+// (each moved to the dead letters alone: lua/take.lua set_aside).
 func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
 	now := time.Now().UnixNano()
 	last := s.brokenLogged.Load()
 	if now-last < int64(brokenLogEvery) || !s.brokenLogged.CompareAndSwap(last, now) {
 		return
 	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type (or content): takes pass them by until they are mended",
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type (or content): takes pass them by until they are mended, "+
+		"and move index entries that name no priority to the dead letters",
 		slog.String("queue", s.name), slog.String("keys", keys))
 }
 

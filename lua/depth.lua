@@ -19,7 +19,10 @@ for _, lane in ipairs(KEYS) do
     if left > 0 then names = redis.call('ZRANGE', lane, 0, left - 1) end
     for _, prio in ipairs(names) do
       local key = plist_key(lane, prio)
-      local len = redis.pcall('LLEN', key) -- a wrong type counts 0
+      -- A wrong type counts 0, and so does a member that names no priority
+      -- (lib.lua index_prio): takes set it aside.
+      local len = 0
+      if index_prio(prio) then len = redis.pcall('LLEN', key) end
       if type(len) ~= 'number' then len = 0 end
       if head == '' and len > 0 then head = redis.call('LINDEX', key, 0) end
       n = n + len

@@ -108,6 +108,38 @@ local function prio_str(score)
   return string.format('%d', -tonumber(score))
 end
 
+-- index_prio is the priority that member m of a segment's index names
+-- (KIND_LISTS), or nil when m names none: only what prio_str writes names a
+-- list (a decimal integer within 2^53, no '+', no leading zero, no "-0").
+-- Anything else ("x", "", "1e999", "007", an entry of the earlier form left
+-- by a lost meta key) is passed over by readers and set aside by takes
+-- (take.lua set_aside): "007" must not name a list prio:007 that no prioq
+-- ever writes, nor stand for prio:7, whose own member is "7".
+local function index_prio(m)
+  if #m > 17 or not string.match(m, '^-?%d+$') then return nil end
+  local n = tonumber(m)
+  if n > MAX_SEQ or n < -MAX_SEQ or string.format('%d', n) ~= m then return nil end
+  return n
+end
+
+-- index_head is the best priority that segment index `key` names (its first
+-- member that names one, index_prio), or nil when it names none or is of the
+-- wrong type. Reads only: members that name no priority are passed over.
+-- (The first read is of one member: what a healthy index needs.)
+local function index_head(key)
+  local start, n = 0, 1
+  while true do
+    local got = redis.pcall('ZRANGE', key, start, start + n - 1)
+    if type(got) ~= 'table' or got.err then return nil end
+    for _, m in ipairs(got) do
+      local p = index_prio(m)
+      if p then return p end
+    end
+    if #got < n then return nil end
+    start, n = start + n, 16
+  end
+end
+
 -- need_lane checks, before a write, that lane key `key` and, for
 -- KIND_LISTS, the list of score's priority can take a push (need: missing
 -- or of the lane's type), each key once per script (checked: the keys seen).
@@ -303,7 +335,8 @@ end
 -- entry (the lane, or for KIND_LISTS the priority's list, or a group's list:
 -- then group is the group and list the list its marker is in), and reports
 -- whether fn stopped it. A priority list of the wrong type is passed
--- by. Messages of a group parked at its limit are not in the lane (see
+-- by, and so is an index member that names no priority (index_prio), alone.
+-- Messages of a group parked at its limit are not in the lane (see
 -- group_parked).
 local function lane_each(lane, kind, fn)
   if kind == KIND_RANGE then return each_in(lane, 'ZRANGE', fn) end
@@ -321,6 +354,7 @@ local function lane_each(lane, kind, fn)
   end
   if kind == KIND_LEVELS then return each_in(lane, 'LRANGE', entry) end
   return each_in(lane, 'ZRANGE', function(prio)
+    if not index_prio(prio) then return false end
     local key = plist_key(lane, prio)
     return redis.call('TYPE', key).ok == 'list' and each_in(key, 'LRANGE', entry)
   end)

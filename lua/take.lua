@@ -44,8 +44,10 @@
 --          one (the sweep and fail.lua count a delivery when it ends). With a
 --          lease of 0 (AtMostOnce, a queue of several shards) nothing is
 --          leased and the pairs are {lane, member}. When it passed by lane
---          keys of the wrong type, the reply ends with the pair REPLY_BROKEN,
---          "key key ..." (Go logs it); then REPLY_TOP, as ARGV[5] asks.
+--          keys of the wrong type, or set aside members of a segment's index
+--          that name no priority (set_aside), the reply ends with the pair
+--          REPLY_BROKEN, "key key ..." (Go logs it); then REPLY_TOP, as
+--          ARGV[5] asks.
 --
 -- Atomic: the pop and the lease happen together, so a consumer that dies or a
 -- reply lost on the way leaves a lease that expires and redelivers; nothing is
@@ -70,7 +72,8 @@
 -- and puts the popped messages back where they were before it raises the
 -- error, so it still changes nothing when it fails (but for the filled
 -- index: names of empty lanes it dropped, names it wrote for lanes holding
--- messages, both true either way). A lane key of the wrong
+-- messages, both true either way; and index members that name no priority,
+-- set aside). A lane key of the wrong
 -- type fails the pop before it pops anything; the take then asks each lane's
 -- type and pops from the others, so one broken lane does not stop the rest.
 local lease, count, kind, suffix, wantTop = tonumber(ARGV[1]), tonumber(ARGV[2]), kind_of(ARGV[3]), ARGV[4], ARGV[5] == YES
@@ -144,6 +147,8 @@ local function scan_top(list, k)
   for j = k, #list do
     if kind == KIND_LEVELS then
       if redis.call('EXISTS', list[j]) == 1 then top = tonumber(string.match(list[j], '(%d+)$')) end
+    elseif kind == KIND_LISTS then
+      top = index_head(list[j]) -- (members that name no priority passed over)
     else
       local head = redis.call('ZRANGE', list[j], 0, 0, 'WITHSCORES')
       if head[2] then top = -tonumber(head[2]) end
@@ -187,16 +192,26 @@ end
 -- that priority's list (LPOP), and puts the name back while the list holds
 -- more. A name whose list is empty (its messages cancelled) is dropped and
 -- the next one popped; a list of the wrong type is passed by like a broken
--- lane (its name dropped: nothing of prioq's is in it). A name below the
--- floor goes back untouched and ends the take (belowFloor: its priority).
+-- lane (its name dropped: nothing of prioq's is in it). A member that names
+-- no priority is set aside (set_aside) and the next one popped; one that
+-- names a priority under another score (a hand edit) goes back under its
+-- priority's score and is popped in its turn. A name below the floor goes
+-- back untouched and ends the take (belowFloor: its priority).
 -- The reply has an LMPOP reply's shape, {index key, messages}, then the
 -- list key, the name's score and whether the list holds more.
 local belowFloor
-local broken = {}
+local broken, brokenSeen = {}, {}
+
+-- report_broken names key in the reply's REPLY_BROKEN (once).
+local function report_broken(key)
+  if brokenSeen[key] then return end
+  brokenSeen[key] = true
+  broken[#broken + 1] = key
+end
 
 -- pass_by leaves index key out of this take's lanes, as broken: it holds a
--- member that names no priority (an entry of the earlier form left by a
--- lost meta key, a hand edit), which goes back untouched.
+-- member that names no priority which could not be set aside (set_aside),
+-- and goes back untouched.
 local function pass_by(key)
   if not lanes then
     lanes, popN = {}, 0
@@ -212,7 +227,87 @@ local function pass_by(key)
       break
     end
   end
-  broken[#broken + 1] = key
+  report_broken(key)
+end
+
+-- earlier_env is the envelope inside m when m is a segment entry of the
+-- earlier form (seq and envelope: what a Range queue of format 2 or 3 keeps
+-- in its segments, found in an index when its meta key was lost and made
+-- again as format 4), or nil: a known version, a printable id, the attempts.
+local function earlier_env(m)
+  local v = string.byte(m, SEQ_LEN + 1)
+  if v ~= ENV_V1 and v ~= ENV_V2 and v ~= ENV_V3 then return nil end
+  local id = env_id(m, SEQ_LEN)
+  if not id or string.find(id, '[^!-~]') or not attempts(m, SEQ_LEN) then return nil end
+  return string.sub(m, SEQ_LEN + 1)
+end
+
+-- set_aside moves member m (score) of segment index key, which names no
+-- priority (lib.lua index_prio) and which the take has just taken out of
+-- the index, to the dead letters, alone: the members beside it go on being
+-- served (before, the whole segment was passed by while it stayed). It is
+-- no message of this form, but it may be, or stand for, some:
+-- - an entry of the earlier form (earlier_env) is a message: its record
+--   keeps its segment and score, and RequeueDead puts it back as a message
+--   of this form;
+-- - an integer written otherwise ("007", "-0", "+7") may stand for its
+--   priority's list: when that list exists and no index names it, it is
+--   named here ("7", score -7), so that its messages are served;
+-- - a key under the name m gives (prio:007, prio:x) is none of prioq's (no
+--   prioq writes such a name): it is left in place, and the reason names it.
+-- Every other record is of no lane (never requeued; DeadLetters shows it,
+-- PurgeDead deletes it): a hand edit, kept for an operator to look at. The
+-- index is reported (REPLY_BROKEN: logged). When the dead-letter list
+-- refuses the record (of the wrong type), m is dropped if it is nothing
+-- but a wrong name; one that may be or stand for data (the earlier form, a
+-- key under its name) stays in its index: false is returned, and the
+-- caller passes the index by, as takes did before.
+-- named_anywhere reports whether an index of the queue names priority c:
+-- then its list is served in that segment's turn, and naming it here too
+-- ("-0" for 0, in another segment) would serve it out of its turn.
+local function named_anywhere(c)
+  local n = nfilled and nfilled - 1 or #KEYS - FIRST
+  for j = 0, n do
+    local lane = nfilled and lanePrefix .. j or KEYS[FIRST + j]
+    if type(redis.pcall('ZSCORE', lane, c)) == 'string' then return true end
+  end
+  return false
+end
+
+local function set_aside(key, m, score)
+  report_broken(key)
+  local seg = string.match(key, '(%d+)$')
+  local now = clock()
+  local env, s = earlier_env(m), tonumber(score)
+  local rec, holds = nil, env ~= nil
+  if env and s and s == math.floor(s) and s <= MAX_SEQ and s >= -MAX_SEQ then
+    rec = dead_record(seg, string.format('%d', s), now,
+      'an entry of the earlier Range form (sequence and envelope) in the index ' .. key .. ', set aside by a take', env)
+  else
+    local why = 'an entry that names no priority in the index ' .. key .. ', set aside by a take'
+    local n = string.match(m, '^[-+]?%d+$') and tonumber(m)
+    if n and n <= MAX_SEQ and n >= -MAX_SEQ then
+      local c = string.format('%d', n)
+      if redis.call('TYPE', plist_key(key, c)).ok == 'list' and not named_anywhere(c) then
+        redis.call('ZADD', key, -n, c)
+        why = why .. '; the list of priority ' .. c .. ' it stood for is named again'
+      end
+    end
+    local other = plist_key(key, m)
+    local t = redis.call('TYPE', other).ok
+    if t ~= 'none' then
+      why = why .. '; the key ' .. other .. ' it names (a ' .. t .. ', none of prioq\'s) is left in place'
+      holds = true
+    end
+    rec = dead_record(UNKNOWN_LANE, '', now, why, seg .. '|' .. score .. '|' .. m)
+  end
+  if type(redis.pcall('RPUSH', prefix .. DEAD_KEY, rec)) ~= 'number' then
+    report_broken(prefix .. DEAD_KEY)
+    if not holds then return true end -- nothing lost: dropped
+    redis.call('ZADD', key, score, m)
+    return false
+  end
+  return true
 end
 
 local function pop_lists(call, paused, want)
@@ -221,12 +316,16 @@ local function pop_lists(call, paused, want)
     local res = pop(call, paused, 1)
     if not res or res.err or res[1] == KEYS[1] then return res end
     local prio, score = res[2][1][1], res[2][1][2]
-    if not string.match(prio, '^-?%d+$') then
+    local n = index_prio(prio)
+    if not n then
+      if not set_aside(res[1], prio, score) then pass_by(res[1]) end
+    elseif tonumber(score) ~= -n then
+      -- Named right, scored wrong: back in its priority's place, so that
+      -- what a take records of it (its score) says its priority.
+      redis.call('ZADD', res[1], -n, prio)
+    elseif floor and n < floor then
       redis.call('ZADD', res[1], score, prio)
-      pass_by(res[1])
-    elseif floor and -tonumber(score) < floor then
-      redis.call('ZADD', res[1], score, prio)
-      belowFloor = -tonumber(score)
+      belowFloor = n
       return nil
     else
       local key = plist_key(res[1], prio)
@@ -234,12 +333,13 @@ local function pop_lists(call, paused, want)
       if type(items) == 'table' and items.err then
         if not string.find(items.err, 'WRONGTYPE', 1, true) then
           -- Not the list's fault (an ACL, a cluster refusal): the name
-          -- goes back and the take fails, having changed nothing.
+          -- goes back and the take fails, having changed nothing (but for
+          -- members it set aside).
           redis.call('ZADD', res[1], score, prio)
           return items
         end
         -- Not a list: nothing of prioq's is in it; its name goes.
-        broken[#broken + 1] = key
+        report_broken(key)
       elseif items then
         local more = #items == want and redis.call('EXISTS', key) == 1
         if more then redis.call('ZADD', res[1], score, prio) end
@@ -267,6 +367,8 @@ local function pop_hinted(want)
   local head = redis.pcall('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
   if head.err or not head[1] then return nil end
   local prio, score = head[1], head[2]
+  local n = index_prio(prio)
+  if not n or tonumber(score) ~= -n then return nil end
   local key = plist_key(KEYS[k], prio)
   local items = redis.pcall('LPOP', key, want)
   if not items or items.err then return nil end
@@ -355,9 +457,17 @@ local function pop_filled(call, paused, want)
         redis.call('ZREM', filled, name)
       elseif not head[1] then
         redis.call('ZREM', filled, name)
-      elseif not string.match(head[1], '^-?%d+$') then
-        scan_all()
-        return pop_lists(call, false, want)
+      elseif not index_prio(head[1]) then
+        -- Names no priority: set aside alone (ZREM first: at maxmemory the
+        -- first write must free memory), or when it cannot be, the take
+        -- pops without the index, which passes its segment by.
+        redis.call('ZREM', key, head[1])
+        if not set_aside(key, head[1], head[2]) then
+          scan_all()
+          return pop_lists(call, false, want)
+        end
+      elseif tonumber(head[2]) ~= -index_prio(head[1]) then
+        redis.call('ZADD', key, -index_prio(head[1]), head[1]) -- (see pop_lists)
       else
         local prio, score = head[1], head[2]
         local list = plist_key(key, prio)
