@@ -129,7 +129,8 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 
 	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
 		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
-		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{}}
+		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{},
+		warned: map[string]bool{}}
 	names := slices.Clone(cfg.Queues)
 	if cfg.Pattern != "" {
 		found, err := ListQueues(ctx, c, cfg.Pattern)
@@ -232,6 +233,7 @@ type multi struct {
 
 	reservedNodes map[string]bool // nodes whose listener connection is reserved (pool.go)
 	releases      []func()
+	warned        map[string]bool // permission refusals reported (refusedChannel), by kind
 }
 
 type multiQueue struct {
@@ -400,6 +402,37 @@ func (m *multi) markReady(u *unit) {
 	m.ready[u] = struct{}{}
 	u.readyGen++
 	m.kickLocked()
+}
+
+// refusedChannel reports, once per MultiConsumer and kind (the channel, or
+// the SSUBSCRIBE command itself), that the node refused to subscribe to ch
+// for the user's ACL permissions (NOPERM, err), and what to grant. The
+// shards of refused channels are served by the probe alone; the listener
+// tries again every refusedRetry, without reporting again.
+func (m *multi) refusedChannel(ch string, err error) {
+	kind := "channel"
+	if !strings.Contains(strings.ToLower(errReplyText(err)), "channel") {
+		kind = "command"
+	}
+	m.mu.Lock()
+	first := !m.warned[kind]
+	m.warned[kind] = true
+	queue := ""
+	if u := m.byChan[ch]; u != nil {
+		queue = u.mq.q.name
+	}
+	m.mu.Unlock()
+	if !first {
+		return
+	}
+	grant := "the shard channels &prioq:* and &prioq/* (ACL SETUSER <user> '&prioq:*' '&prioq/*', or allchannels)"
+	if kind == "command" {
+		grant = "the commands SSUBSCRIBE, SUNSUBSCRIBE and SPUBLISH (+@pubsub, or each by name)"
+	}
+	m.report(fmt.Errorf("prioq: multi consumer: the Redis user may not subscribe to %q, the channel of queue %q (%w): "+
+		"grant it %s. Until then the queues refused are served by the probe alone: their work is found within "+
+		"ProbeInterval (%v) instead of at once. Said once; a refused subscription is tried again every %v",
+		ch, queue, err, grant, m.cfg.ProbeInterval, refusedRetry))
 }
 
 // announced handles a message on channel ch.

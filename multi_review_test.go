@@ -1,0 +1,289 @@
+package prioq
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// Tests of the MultiConsumer's fixes of issue 29 (items 2, 10, 12, 13, 18,
+// 22); its cluster item (6) is in integration/.
+
+// aclUser creates an ACL user of its own with rules (beside "on" and a
+// password), deleted when the test ends (the test Redis is shared), and
+// returns a pool of size connections logged in as that user.
+func aclUser(t *testing.T, size int, rules ...string) (user string, cl radix.Client) {
+	t.Helper()
+	admin := newClient(t)
+	user = "u-" + strings.ReplaceAll(queueName(t), "/", "-")
+	ctx := ctxT(t, 10*time.Second)
+	args := append([]string{"SETUSER", user, "on", ">pw"}, rules...)
+	require.NoError(t, admin.Do(ctx, radix.Cmd(nil, "ACL", args...)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = admin.Do(ctx, radix.Cmd(nil, "ACL", "DELUSER", user))
+	})
+	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := radix.PoolConfig{Size: size, Dialer: radix.Dialer{AuthUser: user, AuthPass: "pw"}}.New(pctx, "tcp", testAddr)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.Do(pctx, radix.Cmd(nil, "PING")))
+	return user, cl
+}
+
+// crossedReplies runs calls GETs of known keys at once on cl (8 at a time)
+// and returns how many came back with another key's value or failed.
+func crossedReplies(t *testing.T, cl radix.Client, calls int) (crossed int, sample []string) {
+	t.Helper()
+	admin := newClient(t)
+	base := queueName(t)
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 20 {
+		require.NoError(t, admin.Do(ctx, radix.Cmd(nil, "SET", fmt.Sprintf("%s:k%d", base, i), fmt.Sprintf("v%d", i))))
+	}
+	t.Cleanup(func() {
+		for i := range 20 {
+			_ = admin.Do(context.Background(), radix.Cmd(nil, "DEL", fmt.Sprintf("%s:k%d", base, i)))
+		}
+	})
+	var bad atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < calls; i += 8 {
+				k := i % 20
+				var got string
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := cl.Do(cctx, radix.Cmd(&got, "GET", fmt.Sprintf("%s:k%d", base, k)))
+				cancel()
+				if err != nil || got != fmt.Sprintf("v%d", k) {
+					bad.Add(1)
+					mu.Lock()
+					if len(sample) < 3 {
+						sample = append(sample, fmt.Sprintf("GET k%d: %q, %v", k, got, err))
+					}
+					mu.Unlock()
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(bad.Load()), sample
+}
+
+// countReports counts the reported errors that contain s.
+func countReports(reported func() []string, s string) int {
+	n := 0
+	for _, e := range reported() {
+		if strings.Contains(e, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// An ordinary ACL user of Redis 7 (`+@all ~*`) has no channel permission
+// (acl-pubsub-default resetchannels): every SSUBSCRIBE is refused with
+// NOPERM. Before, the listener returned that error reply from its WithConn
+// as it was, radix put the connection back into the pool, and the listener
+// tried again every RetryInterval, each time reporting; with a channel
+// allowed and a later one refused, a subscribed connection went back and
+// callers read each other's replies. Now: no crossed reply, one report that
+// says what to grant, and every queue served by the probe (Ack included).
+func TestMultiConsumerUserWithoutChannelsCrossesNoReplies(t *testing.T) {
+	_, cl := aclUser(t, 8, "~*", "+@all")
+	qs := openMany(t, newClient(t), queueName(t), 3, Config{})
+	onError, reported := errorLog()
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 200 * time.Millisecond,
+		Consumer: ConsumerConfig{RetryInterval: 20 * time.Millisecond, OnError: onError}})
+	crossed, sample := crossedReplies(t, cl, 400)
+	require.Zero(t, crossed, "GETs answered with another call's reply (or failed), e.g. %v", sample)
+
+	ctx := ctxT(t, 20*time.Second)
+	for i, q := range qs {
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	got := map[string]bool{}
+	for range qs {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		got[m.Queue()] = true
+		require.NoError(t, m.Ack(ctx), "ack of a MultiConsumer whose user may not subscribe")
+	}
+	require.Len(t, got, 3, "every queue served by the probe")
+	time.Sleep(200 * time.Millisecond) // ten RetryIntervals: a report each, before
+	require.Equal(t, 1, countReports(reported, "may not subscribe"), "reported once: %q", reported())
+	require.Equal(t, 1, countReports(reported, "&prioq:*"), "says what to grant: %q", reported())
+	for _, e := range reported() {
+		require.False(t, strings.Contains(e, "listening on"), "no other listener error: %q", reported())
+	}
+}
+
+// The same user allowed the channel of one queue: that one is subscribed
+// (and announced at once); a queue added later whose channel is refused is
+// served by the probe. Before, the refused SSUBSCRIBE put the subscribed
+// connection back in the pool: Enqueue and Stats calls failed with "Can't
+// execute 'rpush'" or read an smessage as their reply.
+func TestMultiConsumerRefusedLaterChannelCrossesNoReplies(t *testing.T) {
+	admin := newClient(t)
+	qs := openMany(t, admin, queueName(t), 2, Config{})
+	allowed, refused := qs[0], qs[1]
+	_, cl := aclUser(t, 8, "~*", "+@all", "resetchannels", "&"+sh(allowed).k.wake)
+	onError, reported := errorLog()
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{allowed.Name()}, ProbeInterval: 300 * time.Millisecond,
+		Consumer: ConsumerConfig{RetryInterval: 20 * time.Millisecond, OnError: onError}})
+	require.Eventually(t, func() bool {
+		var chans []string
+		return admin.Do(context.Background(), radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(allowed).k.wake)) == nil && len(chans) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the allowed channel is subscribed")
+	ctx := ctxT(t, 60*time.Second)
+	require.NoError(t, mc.Add(ctx, refused.Name()))
+
+	// Enqueue and Stats of the user's own pool, at once, while the listener
+	// meets the refusal.
+	userQs := make([]*Queue, 2)
+	for i, q := range qs {
+		uq, err := OpenExisting(ctx, cl, q.Name(), Config{})
+		require.NoError(t, err)
+		userQs[i] = uq
+	}
+	var failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				q := userQs[(w+i)%2]
+				var err error
+				if i%2 == 0 {
+					_, err = q.Enqueue(ctx, []byte("x"))
+				} else {
+					_, err = q.Stats(ctx)
+				}
+				if err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "of 400 Enqueue/Stats calls; first: %v", first.Load())
+	crossed, sample := crossedReplies(t, cl, 200)
+	require.Zero(t, crossed, "GETs answered with another call's reply (or failed), e.g. %v", sample)
+
+	// Both queues drained: the refused one by the probe.
+	count := map[string]int{}
+	for range 200 {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		count[m.Queue()]++
+		require.NoError(t, m.Ack(ctx))
+	}
+	require.Equal(t, map[string]int{allowed.Name(): 100, refused.Name(): 100}, count)
+	require.Equal(t, 1, countReports(reported, "may not subscribe"), "reported once: %q", reported())
+	require.Contains(t, strings.Join(reported(), "\n"), refused.Name(), "names the queue refused")
+
+	// The allowed queue is still heard at once (not at the next probe).
+	start := time.Now()
+	_, err := allowed.Enqueue(ctx, []byte("heard"))
+	require.NoError(t, err)
+	m, err := mc.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "heard", string(m.Payload))
+	require.Less(t, time.Since(start), 150*time.Millisecond, "announced, not probed")
+}
+
+// Users without some pub/sub permission still use every operation: the
+// announcements (SPUBLISH, in scripts by pcall and in the plain enqueue's
+// pipeline) are hints whose refusal fails nothing; the MultiConsumer finds
+// work by its probe and says once what is missing.
+func TestQueuesWorkForUsersWithoutPubSubPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rules  []string
+		report string // what the MultiConsumer reports once ("" none)
+	}{
+		{"NoChannels", []string{"~*", "+@all", "resetchannels"}, "&prioq:*"},
+		{"NoSPUBLISH", []string{"~*", "+@all", "-spublish", "allchannels"}, ""},
+		{"NoSSUBSCRIBE", []string{"~*", "+@all", "-ssubscribe", "allchannels"}, "SSUBSCRIBE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cl := aclUser(t, 16, tc.rules...)
+			ctx := ctxT(t, 30*time.Second)
+			q, err := Open(ctx, cl, queueName(t), Config{Layout: Levels(3)})
+			require.NoError(t, err)
+			mq, err := Open(ctx, cl, queueName(t)+"-m", Config{Layout: Range(0, 99, 3)})
+			require.NoError(t, err)
+
+			// Producers: plain, batch, delayed, caller id.
+			_, err = q.Enqueue(ctx, []byte("plain"), Priority(2))
+			require.NoError(t, err)
+			res, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("b1")}, {Payload: []byte("b2"), Options: []Option{ID("b2")}}})
+			require.NoError(t, err)
+			for _, r := range res {
+				require.NoError(t, r.Err)
+			}
+			_, err = q.Enqueue(ctx, []byte("later"), Delay(50*time.Millisecond))
+			require.NoError(t, err)
+			require.NoError(t, q.Pause(ctx))
+			require.NoError(t, q.Resume(ctx))
+
+			// A Consumer: take, retry, ack; promotion.
+			c := newConsumer(t, q, ConsumerConfig{})
+			seen := map[string]int{}
+			for len(seen) < 4 {
+				m, err := c.Receive(ctx)
+				require.NoError(t, err)
+				seen[string(m.Payload)]++
+				if m.Attempts == 1 && string(m.Payload) == "b1" {
+					require.NoError(t, m.Retry(ctx, 10*time.Millisecond, "again"))
+					continue
+				}
+				require.NoError(t, m.Ack(ctx))
+			}
+			require.Equal(t, map[string]int{"plain": 1, "b1": 2, "b2": 1, "later": 1}, seen)
+
+			// A MultiConsumer.
+			onError, reported := errorLog()
+			mc := newMulti(t, cl, MultiConfig{Queues: []string{mq.Name()}, ProbeInterval: 200 * time.Millisecond,
+				Consumer: ConsumerConfig{RetryInterval: 20 * time.Millisecond, OnError: onError}})
+			for i := range 3 {
+				_, err = mq.Enqueue(ctx, []byte(fmt.Sprint(i)), Priority(int64(i)))
+				require.NoError(t, err)
+				start := time.Now()
+				m, err := mc.Receive(ctx)
+				require.NoError(t, err)
+				require.Equal(t, fmt.Sprint(i), string(m.Payload))
+				require.Less(t, time.Since(start), 700*time.Millisecond, "found within a probe interval")
+				require.NoError(t, m.Ack(ctx))
+			}
+			time.Sleep(200 * time.Millisecond)
+			if tc.report == "" {
+				require.Empty(t, reported())
+			} else {
+				require.Equal(t, 1, countReports(reported, "may not subscribe"), "reported once: %q", reported())
+				require.Equal(t, 1, countReports(reported, tc.report), "says what to grant: %q", reported())
+			}
+			crossed, sample := crossedReplies(t, cl, 200)
+			require.Zero(t, crossed, "e.g. %v", sample)
+		})
+	}
+}
