@@ -287,3 +287,71 @@ func TestQueuesWorkForUsersWithoutPubSubPermissions(t *testing.T) {
 		})
 	}
 }
+
+// shardSubscriber counts what is published on channel (a shard channel),
+// from a connection of its own, until the test ends.
+func shardSubscriber(t *testing.T, channel string) (count func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	conn, err := radix.Dial(dctx, "tcp", testAddr)
+	require.NoError(t, err)
+	var r []string
+	require.NoError(t, conn.EncodeDecode(dctx, []string{"SSUBSCRIBE", channel}, &r))
+	require.Equal(t, "ssubscribe", r[0])
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var r []string
+			rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			err := conn.EncodeDecode(rctx, nil, &r)
+			rcancel()
+			if err == nil && len(r) == 3 && r[0] == "smessage" {
+				n.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; conn.Close() })
+	return func() int { return int(n.Load()) }
+}
+
+// A MultiConsumer draining a queue announces nothing: its take claims the
+// wake-up and puts it back, quietly, while work remains. Before, each such
+// take announced the work again (298 SPUBLISH for 299 takes).
+func TestMultiConsumerDrainAnnouncesNothing(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 60*time.Second)
+	for _, tc := range threeLanes {
+		t.Run(tc.name, func(t *testing.T) {
+			q := openQueue(t, cl, Config{Layout: tc.layout})
+			items := make([]EnqueueItem, 300)
+			for i := range items {
+				items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{Priority(int64(i % 3))}}
+			}
+			_, err := q.EnqueueBatch(ctx, items)
+			require.NoError(t, err)
+			heard := shardSubscriber(t, sh(q).k.wake)
+			mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}})
+			for range 300 {
+				m, err := mc.Receive(ctx)
+				require.NoError(t, err)
+				require.NoError(t, m.Ack(ctx))
+			}
+			n, err := q.Len(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n)
+			time.Sleep(50 * time.Millisecond) // a last message on its way
+			require.Zero(t, heard(), "announcements while one MultiConsumer drained 300 messages")
+			// A new message after the drain is announced (once).
+			_, err = q.Enqueue(ctx, []byte("new"))
+			require.NoError(t, err)
+			m, err := mc.Receive(ctx)
+			require.NoError(t, err)
+			require.NoError(t, m.Ack(ctx))
+			require.Eventually(t, func() bool { return heard() == 1 }, time.Second, 5*time.Millisecond, "heard %d", heard())
+		})
+	}
+}
