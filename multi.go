@@ -130,7 +130,7 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
 		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
 		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{},
-		warned: map[string]bool{}}
+		warned: map[string]bool{}, intN: rand.IntN}
 	names := slices.Clone(cfg.Queues)
 	if cfg.Pattern != "" {
 		found, err := ListQueues(ctx, c, cfg.Pattern)
@@ -234,6 +234,7 @@ type multi struct {
 	reservedNodes map[string]bool // nodes whose listener connection is reserved (pool.go)
 	releases      []func()
 	warned        map[string]bool // permission refusals reported (refusedChannel), by kind
+	intN          func(int) int   // pick's draws (under mu): rand.IntN; seeded in tests
 }
 
 type multiQueue struct {
@@ -457,14 +458,18 @@ func (m *multi) announced(ch, what string) {
 }
 
 // pick chooses the shard to take from: the first ready queue in strict order,
-// or a weighted draw; among a queue's shards, any. nil when none is ready.
-// When none is, it returns how long until the first ready queue left alone
-// for a while (a failure, a pause, its rate limit) is back (0: none is).
+// or a queue drawn by weight among those with a ready shard (each queue's
+// weight counts once, however many of its shards are ready); among a
+// queue's ready shards, any. nil when none is ready. When none is, it
+// returns how long until the first ready queue left alone for a while (a
+// failure, a pause, its rate limit) is back (0: none is).
 func (m *multi) pick() (*unit, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	var best []*unit
+	var best []*unit                     // strict order: the ready shards of the first queue
+	byQueue := map[*multiQueue][]*unit{} // weights: the ready shards of each queue
+	var queues []*multiQueue             // weights: byQueue's keys, in the order met
 	var back time.Duration
 	total := 0
 	for u := range m.ready {
@@ -488,23 +493,35 @@ func (m *multi) pick() (*unit, time.Duration) {
 			best = append(best, u)
 			continue
 		}
-		best = append(best, u)
-		total += u.mq.weight
+		if byQueue[u.mq] == nil {
+			queues = append(queues, u.mq)
+			total += u.mq.weight
+		}
+		byQueue[u.mq] = append(byQueue[u.mq], u)
 	}
-	if len(best) == 0 {
+	if m.cfg.Weights == nil {
+		if len(best) == 0 {
+			return nil, back
+		}
+		return best[m.intN(len(best))], 0
+	}
+	if len(queues) == 0 {
 		return nil, back
 	}
-	if m.cfg.Weights == nil || total == 0 {
-		return best[rand.IntN(len(best))], 0
-	}
-	r := rand.IntN(total)
-	for _, u := range best {
-		if r < u.mq.weight {
-			return u, 0
+	// Weight 0 is served only when no queue of weight above 0 has work.
+	chosen := queues[m.intN(len(queues))]
+	if total > 0 {
+		r := m.intN(total)
+		for _, mq := range queues {
+			if r < mq.weight {
+				chosen = mq
+				break
+			}
+			r -= mq.weight
 		}
-		r -= u.mq.weight
 	}
-	return best[len(best)-1], 0
+	us := byQueue[chosen]
+	return us[m.intN(len(us))], 0
 }
 
 // fetch is the fetcher's fetch for a MultiConsumer: take from a ready shard;

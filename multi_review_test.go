@@ -355,3 +355,44 @@ func TestMultiConsumerDrainAnnouncesNothing(t *testing.T) {
 		})
 	}
 }
+
+// Weights are per queue: a queue of 4 shards, all with work, weighs its
+// weight, not its weight times its ready shards. Equal weights, 400 takes:
+// the 4-shard queue gets about half. Before, it got about 4/5 (149-165 of
+// 200 in the review).
+func TestMultiConsumerWeightsCountAQueueOnce(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 60*time.Second)
+	base := queueName(t)
+	wide, err := Open(ctx, cl, base+"-wide", Config{Shards: 4})
+	require.NoError(t, err)
+	narrow, err := Open(ctx, cl, base+"-narrow", Config{})
+	require.NoError(t, err)
+	for _, q := range []*Queue{wide, narrow} {
+		items := make([]EnqueueItem, 1000)
+		for i := range items {
+			items[i] = EnqueueItem{Payload: []byte("x")}
+		}
+		_, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+	}
+	for i, s := range wide.shards {
+		st, err := s.stats(ctx)
+		require.NoError(t, err)
+		require.Greater(t, st.Ready, int64(150), "shard %d keeps work for all 400 takes", i)
+	}
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{wide.Name(), narrow.Name()},
+		Weights: map[string]int{wide.Name(): 1, narrow.Name(): 1}})
+	mc.m.intN = newRand(t).IntN // seeded, logged (set before the first Receive starts the fetcher)
+	count := map[string]int{}
+	for range 400 {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		count[m.Queue()]++
+		require.NoError(t, m.Ack(ctx))
+	}
+	t.Logf("takes: %v", count)
+	// Expected 200 (sd 10) now, 320 (sd 8) before: the bound is 5 sd from
+	// the one and 8.5 from the other.
+	require.True(t, count[wide.Name()] >= 150 && count[wide.Name()] <= 250, "counts %v", count)
+}
