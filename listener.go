@@ -444,7 +444,7 @@ func (m *multi) probeChannels(chans []string) {
 	chunks := chunkByNode(units)
 	m.mu.Unlock()
 	for _, part := range chunks {
-		if err := m.probe(m.bg, part, true); err != nil && m.bg.Err() == nil {
+		if _, err := m.probe(m.bg, part, false); err != nil && m.bg.Err() == nil {
 			m.report(err)
 		}
 	}

@@ -60,9 +60,13 @@ type MultiConfig struct {
 	Queue Config
 
 	// ProbeInterval is how often every queue is probed (one call per 500
-	// shards and node, spread over the interval): the due times and lease deadlines it reads drive
-	// promotions and sweeps, and ready work whose announcement was missed is
-	// found by it. Defaults to DefaultProbeInterval.
+	// shards and node, spread over the interval): the due times and lease
+	// deadlines it reads drive promotions and sweeps, and ready work that no
+	// announcement told of (one missed, refused by the user's ACL, or a
+	// wake-up taken by a consumer killed before its take) is found by it
+	// within ProbeInterval. Every sixth probe also puts back the meta key of
+	// a served queue that a restart without persistence lost. Defaults to
+	// DefaultProbeInterval.
 	ProbeInterval time.Duration
 
 	// RescanInterval is how often Pattern is listed again (SCAN). Defaults
@@ -93,6 +97,13 @@ type MultiConsumer struct {
 // NewMultiConsumer opens the queues cfg names (they must exist: see Open and
 // `prioq create`) and starts serving them. ErrNotFound for a named queue that
 // does not exist, ErrWrongMode for an AtMostOnce one.
+//
+// A queue's layout, mode and shards are read from its meta key. A restart of
+// Redis without persistence loses it: a MultiConsumer (or Consumer) that
+// serves the queue puts it back, but one started while it is missing fails
+// with ErrNotFound for a named queue, and Pattern does not find the queue,
+// until the queue is opened with Open (which writes it) or a consumer that
+// served it puts it back.
 func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiConsumer, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
@@ -275,6 +286,11 @@ func (m *multi) open(ctx context.Context, names []string, strict bool) ([]*multi
 			return
 		}
 		q, err := OpenExisting(ctx, m.c, names[i], m.qcfg)
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("prioq: multi consumer: %w (a MultiConsumer learns a queue's layout from its meta key: "+
+				"one that a restart without persistence lost comes back when the queue is opened with Open, or a "+
+				"Consumer or MultiConsumer already serving it puts it back)", err)
+		}
 		if err == nil && q.cfg.Mode != AtLeastOnce {
 			err = fmt.Errorf("prioq: multi consumer: %w: %q is %s", ErrWrongMode, names[i], q.cfg.Mode)
 		}
@@ -593,6 +609,8 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 }
 
 // promote runs u's promotions now and sets its timer for the next due time.
+// What it made ready is taken from at once: its announcement may never come
+// (a user without channel permissions).
 func (m *multi) promote(u *unit) {
 	u.mu.Lock()
 	if u.promoting || u.removed {
@@ -602,7 +620,21 @@ func (m *multi) promote(u *unit) {
 	u.promoting = true
 	u.mu.Unlock()
 	defer func() { u.mu.Lock(); u.promoting = false; u.mu.Unlock() }()
-	next, _, err := u.s.promoteDue(m.bg)
+	var next time.Duration
+	var err error
+	for {
+		// As promoteDue, counting what moved.
+		var moved int
+		cctx, cancel := context.WithTimeout(m.bg, u.s.cfg.CallTimeout)
+		moved, next, _, err = u.s.promote(cctx)
+		cancel()
+		if moved > 0 {
+			m.markReady(u)
+		}
+		if err != nil || moved < u.s.cfg.PromoteBatch {
+			break
+		}
+	}
 	if err != nil {
 		if m.bg.Err() == nil {
 			m.report(err)
@@ -641,31 +673,36 @@ func (m *multi) promoteIn(u *unit, d time.Duration) {
 // probeLoop probes every served shard every ProbeInterval: it marks those
 // with ready work, sets promotion timers and sweeps expired leases. The
 // calls of one round are spread over the interval, so that none holds the
-// server long; every deepEvery-th round also reads the lanes.
+// server long. Every round reads the lanes too (work whose wake-up a killed
+// consumer took is found within one ProbeInterval, as a missed announcement
+// is), and every metaEvery-th round the queues' meta keys.
 func (m *multi) probeLoop(ctx context.Context) {
 	defer m.stopAll()
 	for round := 0; ctx.Err() == nil; round++ {
 		chunks := m.chunks()
 		gap := m.cfg.ProbeInterval / time.Duration(max(len(chunks), 1))
+		moved := false
 		for _, units := range chunks {
-			if err := m.probe(ctx, units, round%deepEvery == 0); err != nil && ctx.Err() == nil {
+			unreadable, err := m.probe(ctx, units, round%metaEvery == 0)
+			if err != nil && ctx.Err() == nil {
 				m.report(err)
-				if strings.Contains(err.Error(), "non local key") {
-					m.resync(ctx) // a slot moved: probe it on its new node from the next round
-				}
 			}
-			if !sleepCtx(ctx, jitter(gap)) {
+			moved = moved || unreadable || err != nil && strings.Contains(err.Error(), "non local key")
+			// Jittered below the gap only: a round never takes longer
+			// than ProbeInterval (plus its calls), the bound the README
+			// gives for work whose announcement was missed.
+			if !sleepCtx(ctx, gap-rand.N(gap/4+1)) {
 				return
 			}
+		}
+		if moved {
+			m.resync(ctx) // a slot moves or moved: probe it on its new node from the next round
 		}
 		if len(chunks) == 0 && !sleepCtx(ctx, m.cfg.ProbeInterval) {
 			return
 		}
 	}
 }
-
-// deepEvery: one probe round in this many reads the lanes too.
-const deepEvery = 5
 
 func (m *multi) stopAll() {
 	m.mu.Lock()
@@ -708,37 +745,57 @@ func chunkByNode(units []*unit) [][]*unit {
 	return out
 }
 
-// probe runs probe.lua over units (all of one node); deep reads the lanes
-// too.
-func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
+// probe runs probe.lua over units (all of one node), reading their lanes
+// too and, with metas, whether their queues' meta keys are there. It
+// reports unreadable when some shard could not be read on that node (its
+// slot is being moved, or moved): that shard is left alone until the next
+// probe, the others are served.
+func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadable bool, err error) {
 	n := len(units)
-	keys := make([]string, 4*n, 5*n)
 	_, cluster := m.c.(*radix.Cluster)
-	args := []string{strconv.Itoa(n), "0", ""}
+	args := make([]string, 3, 3+n+(6+3)*n)
+	args[0] = strconv.Itoa(n)
 	if cluster {
-		args[2] = "cluster"
+		args[1] = "cluster"
 	}
-	for i, u := range units {
-		keys[i], keys[n+i], keys[2*n+i], keys[3*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases, u.s.k.gdue
+	if metas {
+		args[2] = "meta"
 	}
-	if deep {
-		args[1] = args[0]
+	for _, u := range units {
+		args = append(args, strconv.Itoa(len(u.s.k.lanes)))
+	}
+	for _, key := range []func(*unit) string{
+		func(u *unit) string { return u.s.k.wake },
+		func(u *unit) string { return u.s.k.delayed },
+		func(u *unit) string { return u.s.k.leases },
+		func(u *unit) string { return u.s.k.gdue },
+		func(u *unit) string { return u.s.k.paused },
+	} {
 		for _, u := range units {
-			keys = append(keys, u.s.k.paused)
-		}
-		for _, u := range units {
-			keys = append(keys, u.s.k.lanes...)
-			args = append(args, strconv.Itoa(len(u.s.k.lanes)))
+			args = append(args, key(u))
 		}
 	}
-	args = append(args, keys...) // undeclared: see probe.lua
+	if metas {
+		for _, u := range units {
+			meta := "" // the queue's meta key is shard 0's (keys.go)
+			if u.s == u.mq.q.shards[0] {
+				meta = u.s.k.meta
+			}
+			args = append(args, meta)
+		}
+	}
+	for _, u := range units {
+		args = append(args, u.s.k.lanes...) // undeclared: see probe.lua
+	}
 	var res []string
 	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
 	defer cancel()
-	var err error
 	if cluster {
 		// radix's Cluster client refuses keys of several slots; one
 		// connection of the node runs it (the script may: see its flags).
+		// That connection is clean after any outcome: one command, whose
+		// reply radix has read whole when it returns nil or an error reply
+		// (which put it back), and any other error closes it.
 		err = m.c.Do(cctx, radix.WithConn(units[0].s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
 			return conn.Do(ctx, probeScript.Cmd(&res, nil, args...))
 		}))
@@ -748,17 +805,53 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 		err = m.c.Do(cctx, probeScript.Cmd(&res, nil, args...))
 	}
 	if err != nil {
-		return fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
+		return false, fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
 	}
-	if len(res) != 4*len(units)+1 {
-		return fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
+	if len(res) != 5*len(units)+1 {
+		return false, fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
 	}
 	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
+	// Every shard with work is marked at once, before any promotion or
+	// sweep (round trips each): marked one by one, the first marked could
+	// be taken from before an earlier queue in strict order was marked.
+	var ready []*unit
+	m.mu.Lock()
 	for i, u := range units {
-		ready, due, lease, gdue := res[i], res[n+i], res[2*n+i], res[3*n+i]
-		if ready == "1" {
-			m.markReady(u)
+		switch res[4*n+i] {
+		case "x":
+			// Unreadable here: a take, a promotion or a sweep would be
+			// refused (TRYAGAIN) until the slot is whole on one node, and
+			// a take waits out its deadline meanwhile; the next probe
+			// tries again.
+			unreadable = true
+			if t := time.Now().Add(m.cfg.ProbeInterval); u.downUntil.Before(t) {
+				u.downUntil = t
+			}
+			continue
 		}
+		if res[i] == "1" && m.queues[u.mq.q.name] == u.mq {
+			m.ready[u] = struct{}{}
+			u.readyGen++
+			ready = append(ready, u)
+		}
+	}
+	if len(ready) > 0 {
+		m.kickLocked()
+	}
+	m.mu.Unlock()
+	for i, u := range units {
+		status := res[4*n+i]
+		if status == "x" {
+			continue
+		}
+		if status == "m" {
+			// A restart without persistence lost the queue's meta key:
+			// put it back from what the queue was opened with, as a
+			// Consumer's sweeper does (keepMeta), so that Open and
+			// ListQueues (Pattern) see the queue again.
+			u.s.keepMeta(ctx, m.report)
+		}
+		due, lease, gdue := res[n+i], res[2*n+i], res[3*n+i]
 		// A group parked at its rate limit comes back by a promotion too
 		// (promote.lua): the earlier of the two times.
 		if g, err := strconv.ParseFloat(gdue, 64); err == nil {
@@ -777,7 +870,7 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 			m.markReady(u)
 		}
 	}
-	return nil
+	return unreadable, nil
 }
 
 // rescanLoop lists Pattern's queues every RescanInterval and serves new ones.
