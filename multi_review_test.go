@@ -3,6 +3,7 @@ package prioq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,17 +221,20 @@ func TestQueuesWorkForUsersWithoutPubSubPermissions(t *testing.T) {
 		name   string
 		rules  []string
 		report string // what the MultiConsumer reports once ("" none)
+		noPub  bool   // producers may not SPUBLISH: each queue logs it once
 	}{
-		{"NoChannels", []string{"~*", "+@all", "resetchannels"}, "&prioq:*"},
-		{"NoSPUBLISH", []string{"~*", "+@all", "-spublish", "allchannels"}, ""},
-		{"NoSSUBSCRIBE", []string{"~*", "+@all", "-ssubscribe", "allchannels"}, "SSUBSCRIBE"},
+		{"NoChannels", []string{"~*", "+@all", "resetchannels"}, "&prioq:*", true},
+		{"NoSPUBLISH", []string{"~*", "+@all", "-spublish", "allchannels"}, "", true},
+		{"NoSSUBSCRIBE", []string{"~*", "+@all", "-ssubscribe", "allchannels"}, "SSUBSCRIBE", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cl := aclUser(t, 16, tc.rules...)
 			ctx := ctxT(t, 30*time.Second)
-			q, err := Open(ctx, cl, queueName(t), Config{Layout: Levels(3)})
+			var logs lockedBuffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			q, err := Open(ctx, cl, queueName(t), Config{Layout: Levels(3), Logger: logger})
 			require.NoError(t, err)
-			mq, err := Open(ctx, cl, queueName(t)+"-m", Config{Layout: Range(0, 99, 3)})
+			mq, err := Open(ctx, cl, queueName(t)+"-m", Config{Layout: Range(0, 99, 3), Logger: logger})
 			require.NoError(t, err)
 
 			// Producers: plain, batch, delayed, caller id.
@@ -284,6 +288,12 @@ func TestQueuesWorkForUsersWithoutPubSubPermissions(t *testing.T) {
 			}
 			crossed, sample := crossedReplies(t, cl, 200)
 			require.Zero(t, crossed, "e.g. %v", sample)
+			logged := strings.Count(logs.String(), "may not announce work")
+			if tc.noPub {
+				require.Equal(t, 2, logged, "once per queue: %s", logs.String())
+			} else {
+				require.Zero(t, logged, "%s", logs.String())
+			}
 		})
 	}
 }
