@@ -141,7 +141,7 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
 		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
 		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{},
-		warned: map[string]bool{}, intN: rand.IntN}
+		warned: map[string]bool{}, intN: rand.IntN, started: make(chan struct{})}
 	names := slices.Clone(cfg.Queues)
 	if cfg.Pattern != "" {
 		found, err := ListQueues(ctx, c, cfg.Pattern)
@@ -246,6 +246,9 @@ type multi struct {
 	releases      []func()
 	warned        map[string]bool // permission refusals reported (refusedChannel), by kind
 	intN          func(int) int   // pick's draws (under mu): rand.IntN; seeded in tests
+
+	started   chan struct{} // closed after the first probe round marked what it found (firstRound)
+	startOnce sync.Once
 }
 
 type multiQueue struct {
@@ -544,6 +547,21 @@ func (m *multi) pick() (*unit, time.Duration) {
 // when none is, wait in the process for an announcement, a probe or the
 // fetch's end (BlockTimeout with nobody waiting any more).
 func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
+	// The first take waits for the first probe round (firstRound), at most
+	// a ProbeInterval: strict order from the first message.
+	select {
+	case <-m.started:
+	default:
+		t := time.NewTimer(m.cfg.ProbeInterval)
+		select {
+		case <-m.started:
+		case <-m.bg.Done():
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	idle := time.NewTimer(m.ccfg.BlockTimeout)
 	defer idle.Stop()
 	for {
@@ -678,20 +696,22 @@ func (m *multi) promoteIn(u *unit, d time.Duration) {
 // is), and every metaEvery-th round the queues' meta keys.
 func (m *multi) probeLoop(ctx context.Context) {
 	defer m.stopAll()
-	for round := 0; ctx.Err() == nil; round++ {
+	defer m.startOnce.Do(func() { close(m.started) })
+	m.firstRound(ctx)
+	for round := 1; ctx.Err() == nil; round++ {
 		chunks := m.chunks()
 		gap := m.cfg.ProbeInterval / time.Duration(max(len(chunks), 1))
 		moved := false
-		for _, units := range chunks {
+		for i, units := range chunks {
+			if i == 0 && !sleepCtx(ctx, jitterBelow(gap)) {
+				return
+			}
 			unreadable, err := m.probe(ctx, units, round%metaEvery == 0)
 			if err != nil && ctx.Err() == nil {
 				m.report(err)
 			}
 			moved = moved || unreadable || err != nil && strings.Contains(err.Error(), "non local key")
-			// Jittered below the gap only: a round never takes longer
-			// than ProbeInterval (plus its calls), the bound the README
-			// gives for work whose announcement was missed.
-			if !sleepCtx(ctx, gap-rand.N(gap/4+1)) {
+			if i < len(chunks)-1 && !sleepCtx(ctx, jitterBelow(gap)) {
 				return
 			}
 		}
@@ -702,6 +722,47 @@ func (m *multi) probeLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// firstRound probes every served shard back to back, every node, and marks
+// what it found before the first take (fetch waits for started): the probes
+// of several nodes (or chunks) are separate calls, and marked as each
+// returns, a later queue in strict order could be taken from first. Then it
+// promotes and sweeps what is due.
+func (m *multi) firstRound(ctx context.Context) {
+	var found []probeFound
+	moved := false
+	for _, units := range m.chunks() {
+		f, err := m.probeRead(ctx, units, true)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.report(err)
+			}
+			moved = moved || strings.Contains(err.Error(), "non local key")
+			continue
+		}
+		found = append(found, f)
+	}
+	for _, f := range found {
+		moved = m.mark(f) || moved
+	}
+	m.startOnce.Do(func() { close(m.started) })
+	for _, f := range found {
+		m.act(ctx, f)
+	}
+	if moved {
+		m.resync(ctx)
+	}
+}
+
+// jitterBelow spreads d over [0.75d, d]: a probe round is never longer than
+// ProbeInterval (plus its calls), the bound the README gives for work whose
+// announcement was missed.
+func jitterBelow(d time.Duration) time.Duration {
+	if d < 4 {
+		return d
+	}
+	return d - rand.N(d/4)
 }
 
 func (m *multi) stopAll() {
@@ -746,11 +807,34 @@ func chunkByNode(units []*unit) [][]*unit {
 }
 
 // probe runs probe.lua over units (all of one node), reading their lanes
-// too and, with metas, whether their queues' meta keys are there. It
-// reports unreadable when some shard could not be read on that node (its
-// slot is being moved, or moved): that shard is left alone until the next
-// probe, the others are served.
+// too and, with metas, whether their queues' meta keys are there, and acts
+// on what it found (probeRead, mark, act). It reports unreadable when some
+// shard could not be read on that node (its slot is being moved, or moved):
+// that shard is left alone until the next probe, the others are served.
 func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadable bool, err error) {
+	f, err := m.probeRead(ctx, units, metas)
+	if err != nil {
+		return false, err
+	}
+	unreadable = m.mark(f)
+	m.act(ctx, f)
+	return unreadable, nil
+}
+
+// probeFound is what one probe call read: res per probe.lua, of units.
+type probeFound struct {
+	units []*unit
+	res   []string
+	now   int64 // the server's, ms
+	metas bool  // the meta keys were read (those of queues of one shard)
+}
+
+// status is unit i's status in f (probe.lua): "" read, "m" its meta key is
+// missing, "x" unreadable.
+func (f probeFound) status(i int) string { return f.res[4*len(f.units)+i] }
+
+// probeRead runs probe.lua over units (all of one node).
+func (m *multi) probeRead(ctx context.Context, units []*unit, metas bool) (probeFound, error) {
 	n := len(units)
 	_, cluster := m.c.(*radix.Cluster)
 	args := make([]string, 3, 3+n+(6+3)*n)
@@ -777,8 +861,11 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 	}
 	if metas {
 		for _, u := range units {
-			meta := "" // the queue's meta key is shard 0's (keys.go)
-			if u.s == u.mq.q.shards[0] {
+			// The meta key of a queue of one shard is in its slot; that of a
+			// queue of several is in a slot of its own, maybe on another
+			// node (keys.go): act keeps it.
+			meta := ""
+			if len(u.mq.q.shards) == 1 {
 				meta = u.s.k.meta
 			}
 			args = append(args, meta)
@@ -790,6 +877,7 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 	var res []string
 	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
 	defer cancel()
+	var err error
 	if cluster {
 		// radix's Cluster client refuses keys of several slots; one
 		// connection of the node runs it (the script may: see its flags).
@@ -805,20 +893,25 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 		err = m.c.Do(cctx, probeScript.Cmd(&res, nil, args...))
 	}
 	if err != nil {
-		return false, fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
+		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
 	}
 	if len(res) != 5*len(units)+1 {
-		return false, fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
+		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
 	}
 	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
-	// Every shard with work is marked at once, before any promotion or
-	// sweep (round trips each): marked one by one, the first marked could
-	// be taken from before an earlier queue in strict order was marked.
-	var ready []*unit
+	return probeFound{units: units, res: res, now: now, metas: metas}, nil
+}
+
+// mark marks every shard of f with work ready at once, before any promotion
+// or sweep (round trips each): marked one by one, the first marked could be
+// taken from before an earlier queue in strict order was marked. It returns
+// whether a shard was unreadable.
+func (m *multi) mark(f probeFound) (unreadable bool) {
 	m.mu.Lock()
-	for i, u := range units {
-		switch res[4*n+i] {
-		case "x":
+	defer m.mu.Unlock()
+	marked := false
+	for i, u := range f.units {
+		if f.status(i) == "x" {
 			// Unreadable here: a take, a promotion or a sweep would be
 			// refused (TRYAGAIN) until the slot is whole on one node, and
 			// a take waits out its deadline meanwhile; the next probe
@@ -829,29 +922,36 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 			}
 			continue
 		}
-		if res[i] == "1" && m.queues[u.mq.q.name] == u.mq {
+		if f.res[i] == "1" && m.queues[u.mq.q.name] == u.mq {
 			m.ready[u] = struct{}{}
 			u.readyGen++
-			ready = append(ready, u)
+			marked = true
 		}
 	}
-	if len(ready) > 0 {
+	if marked {
 		m.kickLocked()
 	}
-	m.mu.Unlock()
-	for i, u := range units {
-		status := res[4*n+i]
+	return unreadable
+}
+
+// act does what f says is due: it puts back lost meta keys, promotes (or
+// sets the promotion timers) and sweeps expired leases.
+func (m *multi) act(ctx context.Context, f probeFound) {
+	n := len(f.units)
+	for i, u := range f.units {
+		status := f.status(i)
 		if status == "x" {
 			continue
 		}
-		if status == "m" {
+		if status == "m" || f.metas && len(u.mq.q.shards) > 1 && u.s == u.mq.q.shards[0] {
 			// A restart without persistence lost the queue's meta key:
 			// put it back from what the queue was opened with, as a
 			// Consumer's sweeper does (keepMeta), so that Open and
-			// ListQueues (Pattern) see the queue again.
+			// ListQueues (Pattern) see the queue again. (A queue of
+			// several shards: one call each time, as the sweeper's.)
 			u.s.keepMeta(ctx, m.report)
 		}
-		due, lease, gdue := res[n+i], res[2*n+i], res[3*n+i]
+		due, lease, gdue := f.res[n+i], f.res[2*n+i], f.res[3*n+i]
 		// A group parked at its rate limit comes back by a promotion too
 		// (promote.lua): the earlier of the two times.
 		if g, err := strconv.ParseFloat(gdue, 64); err == nil {
@@ -860,17 +960,16 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 			}
 		}
 		if d, err := strconv.ParseFloat(due, 64); err == nil {
-			if wait := time.Duration(int64(d)-now) * time.Millisecond; wait <= 0 {
+			if wait := time.Duration(int64(d)-f.now) * time.Millisecond; wait <= 0 {
 				m.promote(u)
 			} else {
 				m.promoteIn(u, wait)
 			}
 		}
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
 			m.markReady(u)
 		}
 	}
-	return unreadable, nil
 }
 
 // rescanLoop lists Pattern's queues every RescanInterval and serves new ones.

@@ -421,8 +421,9 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 		require.NoError(t, err)
 		qs = append(qs, q)
 	}
-	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 100 * time.Millisecond})
+	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 300 * time.Millisecond})
 	ctx := ctxT(t, 20*time.Second)
+	<-mc.m.started // its first probe round (which reads the meta keys) is done: the next is 6 rounds away
 	var meta [][]string
 	for _, q := range qs {
 		var m []string
@@ -430,7 +431,10 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 		meta = append(meta, m)
 		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.meta)))
 	}
-	_, err := NewMultiConsumer(ctx, cl, MultiConfig{Queues: names(qs)})
+	other, err := NewMultiConsumer(ctx, cl, MultiConfig{Queues: names(qs)})
+	if err == nil {
+		_ = other.Close(ctx)
+	}
 	require.ErrorIs(t, err, ErrNotFound, "lost for now")
 	require.Eventually(t, func() bool {
 		for _, q := range qs {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prioq/prioq"
@@ -126,4 +127,91 @@ func TestMultiConsumerServesOtherQueuesWhileASlotIsHalfMoved(t *testing.T) {
 	st, err := moving.Stats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, st.Delayed, "its delayed messages moved whole")
+}
+
+// Strict order holds from the first take on a cluster too: 8 queues on two
+// primaries (the first one alone on its node), each with ready messages and
+// due delayed ones when the MultiConsumer starts; the first message is the
+// first queue's every time. The probes of the nodes are separate calls: the
+// first take waits for the first probe of every node (at most a
+// ProbeInterval).
+func TestMultiConsumerStrictOrderAtStartOnCluster(t *testing.T) {
+	c := newTestCluster(t, 2, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl := c.client(ctx, 16)
+	for trial := range 6 {
+		base := fmt.Sprintf("strict-%s-%d", strconv.FormatInt(time.Now().UnixNano(), 36), trial)
+		var first *prioq.Queue
+		var rest []*prioq.Queue
+		for i := 0; first == nil || len(rest) < 7; i++ {
+			q, err := prioq.Open(ctx, cl, fmt.Sprintf("%s-%d", base, i), prioq.Config{Layout: prioq.Levels(3)})
+			require.NoError(t, err)
+			switch node := q.ShardNodes()[0]; {
+			case first == nil && node == c.primaries[trial%2].addr():
+				first = q
+			case len(rest) < 7 && node == c.primaries[(trial+1)%2].addr():
+				rest = append(rest, q)
+			}
+		}
+		qs := append([]*prioq.Queue{first}, rest...)
+		var names []string
+		for _, q := range qs {
+			names = append(names, q.Name())
+			_, err := q.Enqueue(ctx, []byte(q.Name()), prioq.Priority(1))
+			require.NoError(t, err)
+			_, err = q.Enqueue(ctx, []byte(q.Name()+"/delayed"), prioq.Priority(2), prioq.Delay(10*time.Millisecond))
+			require.NoError(t, err)
+		}
+		time.Sleep(30 * time.Millisecond)
+		mc, err := prioq.NewMultiConsumer(ctx, cl, prioq.MultiConfig{Queues: names})
+		require.NoError(t, err)
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, first.Name(), m.Queue(), "trial %d: the first message (%s) is the first queue's", trial, m.Payload)
+		require.NoError(t, m.Ack(ctx))
+		require.NoError(t, mc.Close(ctx))
+	}
+}
+
+// On a cluster a MultiConsumer puts back lost meta keys too: that of a queue
+// of one shard (in its slot, read by the probe) and that of a queue of
+// several (in a slot of its own, maybe on another node), and a consumer
+// started afterwards finds both by Pattern.
+func TestMultiConsumerPutsBackLostMetaKeysOnCluster(t *testing.T) {
+	c := newTestCluster(t, 2, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := c.client(ctx, 8)
+	base := "meta-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	one, err := prioq.Open(ctx, cl, base+"-one", prioq.Config{Layout: prioq.Levels(3)})
+	require.NoError(t, err)
+	three, err := prioq.Open(ctx, cl, base+"-three", prioq.Config{Layout: prioq.Range(0, 99, 4), Shards: 3})
+	require.NoError(t, err)
+	mc, err := prioq.NewMultiConsumer(ctx, cl, prioq.MultiConfig{Queues: []string{one.Name(), three.Name()},
+		ProbeInterval: 100 * time.Millisecond, Consumer: prioq.ConsumerConfig{OnError: func(err error) { t.Logf("background: %v", err) }}})
+	require.NoError(t, err)
+	defer mc.Close(context.Background())
+	metas := []string{"prioq:{" + one.Name() + "}:meta", "prioq:{" + three.Name() + "}:meta"}
+	for _, k := range metas {
+		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", k)))
+	}
+	found, err := prioq.ListQueues(ctx, cl, base+"-*")
+	require.NoError(t, err)
+	require.Empty(t, found, "lost")
+	require.Eventually(t, func() bool {
+		found, err := prioq.ListQueues(ctx, cl, base+"-*")
+		return err == nil && len(found) == 2
+	}, 10*time.Second, 50*time.Millisecond, "both meta keys put back")
+	_, err = three.Enqueue(ctx, []byte("x"), prioq.Priority(50))
+	require.NoError(t, err)
+	later, err := prioq.NewMultiConsumer(ctx, cl, prioq.MultiConfig{Pattern: base + "-*"})
+	require.NoError(t, err)
+	defer later.Close(context.Background())
+	require.Equal(t, []string{one.Name(), three.Name()}, later.Queues())
+	require.NoError(t, mc.Close(ctx))
+	m, err := later.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(m.Payload))
+	require.NoError(t, m.Ack(ctx))
 }

@@ -33,9 +33,10 @@
 -- ARGV[4+n..]    the key names: the wake-up keys of the n shards, their
 --                delayed keys, their leases keys, their groups' due times,
 --                their paused keys (prioq:{Q}:wake, :delayed, :leases, :gdue,
---                :paused), with ARGV[3] their meta keys ('' for a shard that
---                keeps none: a queue's meta key is shard 0's), then the lanes
---                of each shard in turn.
+--                :paused), with ARGV[3] their meta keys ('' for a shard whose
+--                slot holds none: a queue of several shards keeps its meta
+--                key in a slot of its own), then the lanes of each shard in
+--                turn.
 -- Returns 5n + 1 values: per shard, ready (1/0), its first due time (ms, ''
 -- for none), its first lease deadline (ms, ''), the first time a group
 -- parked at its rate limit comes back (ms, ''), its status ('' read; 'm' its
