@@ -96,7 +96,9 @@ type MultiConsumer struct {
 
 // NewMultiConsumer opens the queues cfg names (they must exist: see Open and
 // `prioq create`) and starts serving them. ErrNotFound for a named queue that
-// does not exist, ErrWrongMode for an AtMostOnce one.
+// does not exist, ErrWrongMode for an AtMostOnce one. The first take waits
+// for the first probe of every queue (one call per 500 shards and node, at
+// most ProbeInterval), so that strict order holds from the first message.
 //
 // A queue's layout, mode and shards are read from its meta key. A restart of
 // Redis without persistence loses it: a MultiConsumer (or Consumer) that
