@@ -529,3 +529,82 @@ func TestMultiConsumerFindsWorkWithoutWakeUpWithinAProbeInterval(t *testing.T) {
 	}
 	require.Less(t, worst, probe+150*time.Millisecond, "the longest wait for work without a wake-up")
 }
+
+// readmeACL is the README's ACL for prioq's Redis user (section "ACL
+// permissions"): its key patterns, its shard channels, its commands by
+// category, TIME (which scripts call) and, optionally, CONFIG GET (Open's
+// eviction check, which says so in the log when it is refused).
+var readmeACL = []string{"resetkeys", "~prioq:*", "~prioq/*", "resetchannels", "&prioq:*", "&prioq/*",
+	"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@transaction", "+@connection", "+time", "+config|get"}
+
+// A user with exactly the README's permissions runs every kind of
+// operation, MultiConsumer included, with nothing reported; without
+// +config|get, Open says in the log that it could not check the eviction
+// policy and goes on.
+func TestREADMEACLPermissionsSuffice(t *testing.T) {
+	for _, withConfig := range []bool{true, false} {
+		t.Run(fmt.Sprintf("config=%v", withConfig), func(t *testing.T) {
+			rules := readmeACL
+			if !withConfig {
+				rules = rules[:len(rules)-1]
+			}
+			_, cl := aclUser(t, 16, rules...)
+			ctx := ctxT(t, 30*time.Second)
+			var logs lockedBuffer
+			cfg := Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			cfg.Layout = Levels(3)
+			base := queueName(t)
+			q, err := Open(ctx, cl, base, cfg)
+			require.NoError(t, err)
+			cfg.Layout, cfg.Shards = Range(0, 99, 4), 2
+			sq, err := Open(ctx, cl, base+"-sharded", cfg)
+			require.NoError(t, err)
+			if withConfig {
+				require.Empty(t, logs.String())
+			} else {
+				require.Contains(t, logs.String(), "could not read maxmemory-policy")
+			}
+
+			for _, qq := range []*Queue{q, sq} {
+				_, err = qq.Enqueue(ctx, []byte("plain"), Priority(2))
+				require.NoError(t, err)
+				_, err = qq.Enqueue(ctx, []byte("grouped"), Priority(1), Group("tenant"))
+				require.NoError(t, err)
+				_, err = qq.Enqueue(ctx, []byte("later"), Delay(20*time.Millisecond), ID("later-"+qq.Name()))
+				require.NoError(t, err)
+				_, err = qq.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("b")}})
+				require.NoError(t, err)
+				_, err = qq.Peek(ctx, 10)
+				require.NoError(t, err)
+				_, err = qq.Stats(ctx)
+				require.NoError(t, err)
+				require.NoError(t, qq.Pause(ctx))
+				require.NoError(t, qq.Resume(ctx))
+			}
+			onError, reported := errorLog()
+			c := newConsumer(t, q, ConsumerConfig{OnError: onError})
+			for range 4 {
+				m, err := c.Receive(ctx)
+				require.NoError(t, err)
+				require.NoError(t, m.Extend(ctx, time.Minute))
+				if string(m.Payload) == "b" {
+					require.NoError(t, m.Retry(ctx, 10*time.Millisecond, "once more"))
+					m, err = c.Receive(ctx)
+					require.NoError(t, err)
+				}
+				require.NoError(t, m.Ack(ctx))
+			}
+			mc := newMulti(t, cl, MultiConfig{Queues: []string{sq.Name()}, Consumer: ConsumerConfig{OnError: onError}})
+			for range 4 {
+				m, err := mc.Receive(ctx)
+				require.NoError(t, err)
+				require.NoError(t, m.Ack(ctx))
+			}
+			found, err := ListQueues(ctx, cl, base+"*")
+			require.NoError(t, err)
+			require.Equal(t, []string{q.Name(), sq.Name()}, found)
+			require.Empty(t, reported())
+			require.False(t, strings.Contains(logs.String(), "may not announce"), "%s", logs.String())
+		})
+	}
+}

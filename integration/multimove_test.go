@@ -215,3 +215,42 @@ func TestMultiConsumerPutsBackLostMetaKeysOnCluster(t *testing.T) {
 	require.Equal(t, "x", string(m.Payload))
 	require.NoError(t, m.Ack(ctx))
 }
+
+// The README's ACL for prioq's user works on a cluster, with CLUSTER SLOTS
+// added for radix's Cluster client (ACL users are per node: set on each).
+func TestREADMEACLPermissionsSufficeOnCluster(t *testing.T) {
+	c := newTestCluster(t, 2, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rules := []string{"SETUSER", "app", "on", ">pw", "resetkeys", "~prioq:*", "~prioq/*", "resetchannels", "&prioq:*", "&prioq/*",
+		"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@transaction", "+@connection", "+time", "+config|get", "+cluster|slots"}
+	for _, p := range c.primaries {
+		require.NoError(t, nodeDo(ctx, p.addr(), nil, "ACL", rules...))
+	}
+	cl, err := radix.ClusterConfig{PoolConfig: prioq.LazyPools(radix.PoolConfig{Size: 8, PingInterval: -1,
+		Dialer: radix.Dialer{AuthUser: "app", AuthPass: "pw"}})}.New(ctx, c.addrs())
+	require.NoError(t, err)
+	defer cl.Close()
+	base := "acl-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	q, err := prioq.Open(ctx, cl, base+"-q", prioq.Config{Layout: prioq.Range(0, 99, 4), Shards: 3})
+	require.NoError(t, err)
+	var reported []string
+	var mu sync.Mutex
+	mc, err := prioq.NewMultiConsumer(ctx, cl, prioq.MultiConfig{Pattern: base + "-*", Consumer: prioq.ConsumerConfig{
+		OnError: func(err error) { mu.Lock(); reported = append(reported, err.Error()); mu.Unlock() }}})
+	require.NoError(t, err)
+	defer mc.Close(context.Background())
+	for i := range 6 {
+		start := time.Now()
+		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), prioq.Priority(int64(i)), prioq.Group("g"))
+		require.NoError(t, err)
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), string(m.Payload))
+		require.Less(t, time.Since(start), time.Second, "announced: not found by the probe (2 s)")
+		require.NoError(t, m.Ack(ctx))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, reported)
+}
