@@ -146,7 +146,7 @@ func TestMultiConsumerRefusedLaterChannelCrossesNoReplies(t *testing.T) {
 	allowed, refused := qs[0], qs[1]
 	_, cl := aclUser(t, 8, "~*", "+@all", "resetchannels", "&"+sh(allowed).k.wake)
 	onError, reported := errorLog()
-	mc := newMulti(t, cl, MultiConfig{Queues: []string{allowed.Name()}, ProbeInterval: 300 * time.Millisecond,
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{allowed.Name()}, ProbeInterval: time.Second,
 		Consumer: ConsumerConfig{RetryInterval: 20 * time.Millisecond, OnError: onError}})
 	require.Eventually(t, func() bool {
 		var chans []string
@@ -209,7 +209,7 @@ func TestMultiConsumerRefusedLaterChannelCrossesNoReplies(t *testing.T) {
 	m, err := mc.Receive(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "heard", string(m.Payload))
-	require.Less(t, time.Since(start), 150*time.Millisecond, "announced, not probed")
+	require.Less(t, time.Since(start), 500*time.Millisecond, "announced, not probed")
 }
 
 // Users without some pub/sub permission still use every operation: the
@@ -502,15 +502,23 @@ func TestMultiConsumerStrictOrderAtStart(t *testing.T) {
 // Work whose wake-up a killed consumer took (it popped the member, then
 // died before its take) is found within one ProbeInterval, as the README
 // says of missed announcements. Before, only every 5th probe read the lanes:
-// up to 5 ProbeIntervals. The user here may not subscribe, so the probe is
-// the only way the MultiConsumer learns of work.
+// up to 5 ProbeIntervals. The listener's connection is killed first (it
+// comes back after RetryInterval, 30 s here), so the probe is the only way
+// the MultiConsumer learns of work.
 func TestMultiConsumerFindsWorkWithoutWakeUpWithinAProbeInterval(t *testing.T) {
-	_, ucl := aclUser(t, 8, "~*", "+@all", "resetchannels")
 	cl := newClient(t)
 	q := openQueue(t, cl, Config{})
-	const probe = 200 * time.Millisecond
-	mc := newMulti(t, ucl, MultiConfig{Queues: []string{q.Name()}, ProbeInterval: probe})
+	const probe = 300 * time.Millisecond
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}, ProbeInterval: probe,
+		Consumer: ConsumerConfig{RetryInterval: 30 * time.Second}})
 	ctx := ctxT(t, 60*time.Second)
+	require.Eventually(t, func() bool {
+		var chans []string
+		return cl.Do(ctx, radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(q).k.wake)) == nil && len(chans) == 1
+	}, 5*time.Second, 10*time.Millisecond, "subscribed")
+	var killed int
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&killed, "CLIENT", "KILL", "TYPE", "pubsub")))
+	require.GreaterOrEqual(t, killed, 1)
 	var worst time.Duration
 	for i := range 10 {
 		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)))
@@ -527,7 +535,7 @@ func TestMultiConsumerFindsWorkWithoutWakeUpWithinAProbeInterval(t *testing.T) {
 		t.Logf("trial %d: found after %v (wake-up popped: %v)", i, took.Round(time.Millisecond), len(popped) > 0)
 		time.Sleep(time.Duration(i) * probe / 10) // start the next trial at another point of the round
 	}
-	require.Less(t, worst, probe+150*time.Millisecond, "the longest wait for work without a wake-up")
+	require.Less(t, worst, probe+200*time.Millisecond, "the longest wait for work without a wake-up")
 }
 
 // readmeACL is the README's ACL for prioq's Redis user (section "ACL
