@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
 )
 
 // listener is a MultiConsumer's one connection to one node: subscribed
 // (SSUBSCRIBE) to the channel of every served shard on that node, it hands
 // announcements to the multi. It holds one connection of the node's pool for
-// as long as the consumer runs, and always gives it back closed: a
-// subscribed connection must not serve other calls.
+// as long as the consumer runs, and always gives it back closed (connSpent):
+// a subscribed connection must not serve other calls.
 type listener struct {
 	m    *multi
 	node string
@@ -23,31 +25,69 @@ type listener struct {
 	key     string          // a key on the node: how to get a connection of its pool
 	want    map[string]bool // channels it should be subscribed to
 	changed chan struct{}   // want changed
+
+	// Channels the node refused (NOPERM: the user lacks the channel, or
+	// SSUBSCRIBE itself): left out, their shards served by the probe alone,
+	// until retryAt, when one of them is tried again; if it passes, all are.
+	refused map[string]bool
+	retryAt time.Time
 }
 
 // listenRead is how long one read waits before the listener looks at its
-// subscriptions again; listenPing how often an idle connection is checked.
+// subscriptions again; listenPing how often an idle connection is checked;
+// refusedRetry how often a refused subscription is tried again (one channel
+// each time, so that 10,000 refused queues cost one command a minute).
 const (
-	listenRead = 200 * time.Millisecond
-	listenPing = 10 * time.Second
+	listenRead   = 200 * time.Millisecond
+	listenPing   = 10 * time.Second
+	refusedRetry = time.Minute
 )
 
-// errListenerDone ends a listener's connection: never nil, so that radix
-// closes it instead of putting a subscribed connection back in the pool.
+// errListenerDone ends a listener's connection at the consumer's end.
 var errListenerDone = errors.New("prioq: listener done")
 
 // errListenerIdle: every channel of the node was unsubscribed; the
 // connection goes back (closed) until one is wanted again.
 var errListenerIdle = errors.New("prioq: listener idle")
 
-// errSlotMoved: the node dropped a subscription by itself, because the
-// channel's slot moved to another node.
+// errAllRefused: the node refused every channel wanted; the connection goes
+// back (closed) until one is tried again (retryAt) or the channels change.
+var errAllRefused = errors.New("prioq: every subscription refused")
+
+// errSlotMoved: the node dropped a subscription by itself, or refused one
+// (MOVED), because the channel's slot moved to another node.
 var errSlotMoved = errors.New("prioq: a served shard's slot moved")
+
+// connSpent carries the outcome of a WithConn whose connection may be left in
+// a state no other call may see (subscribed, or with replies not read yet).
+// radix v4.1.4's pool puts a connection back after nil or a Redis error
+// reply (pool.Do's isRespErr, which looks through wrapped errors with
+// errors.As) and closes it after any other error: connSpent is never nil and
+// does not unwrap, so radix always closes the connection. Seen before: an
+// SSUBSCRIBE refused with NOPERM returned as it was put a subscribed
+// connection back, and other callers read each other's replies.
+type connSpent struct{ err error }
+
+func (e connSpent) Error() string {
+	if e.err == nil {
+		return "prioq: connection closed after use"
+	}
+	return e.err.Error()
+}
+
+// spentCause is the error a connSpent carries (err itself for any other).
+func spentCause(err error) error {
+	var s connSpent
+	if errors.As(err, &s) {
+		return s.err
+	}
+	return err
+}
 
 func (m *multi) listenerLocked(node string) *listener {
 	l := m.listeners[node]
 	if l == nil {
-		l = &listener{m: m, node: node, want: map[string]bool{}, changed: make(chan struct{}, 1)}
+		l = &listener{m: m, node: node, want: map[string]bool{}, refused: map[string]bool{}, changed: make(chan struct{}, 1)}
 		m.listeners[node] = l
 		m.goBg(l.run)
 	}
@@ -68,6 +108,7 @@ func (l *listener) unsubscribe(ch string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.want, ch)
+	delete(l.refused, ch)
 	if l.key == ch {
 		// It routed the connection: a channel it still wants routes it to
 		// the same node (and none: the listener idles).
@@ -102,14 +143,30 @@ func (l *listener) run(ctx context.Context) {
 			}
 			continue
 		}
-		err := l.m.c.Do(ctx, radix.WithConn(key, l.serve))
+		err := spentCause(l.m.c.Do(ctx, radix.WithConn(key, func(ctx context.Context, conn radix.Conn) error {
+			return connSpent{l.serve(ctx, conn)}
+		})))
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errListenerIdle) {
+		switch {
+		case errors.Is(err, errListenerIdle):
 			continue
-		}
-		if !errors.Is(err, errSlotMoved) {
+		case errors.Is(err, errAllRefused):
+			// Nothing to hold a connection for: wait for new channels
+			// or the time to try a refused one again.
+			l.mu.Lock()
+			wait := time.Until(l.retryAt)
+			l.mu.Unlock()
+			t := time.NewTimer(max(wait, 0))
+			select {
+			case <-ctx.Done():
+			case <-l.changed:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		case !errors.Is(err, errSlotMoved):
 			l.m.report(fmt.Errorf("prioq: multi consumer: listening on %q: %w", l.node, err))
 		}
 		if !sleepCtx(ctx, l.m.ccfg.RetryInterval) {
@@ -119,23 +176,124 @@ func (l *listener) run(ctx context.Context) {
 	}
 }
 
+// isNoPerm reports whether err is an ACL refusal (NOPERM): of a channel, or
+// of the command itself.
+func isNoPerm(err error) bool {
+	return isReply(err) && strings.HasPrefix(errReplyText(err), "NOPERM")
+}
+
+// errReplyText is the text of the Redis error reply err wraps ("" if none).
+func errReplyText(err error) string {
+	var se resp3.SimpleError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	var be resp3.BlobError
+	if errors.As(err, &be) {
+		return be.Error()
+	}
+	return ""
+}
+
 // serve is one connection's life: subscribe to every wanted channel, probe
 // (what was announced before the subscription is found that way), then read
-// announcements and follow changes of what is wanted.
+// announcements and follow changes of what is wanted. Its connection is
+// closed after it, whatever it returns (run's connSpent).
 func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 	defer holding(l.m.c, l.node)()
 	have := map[string]bool{}
-	dropping := map[string]bool{} // unsubscribed by us: their confirmation is not a move
+	// pushed handles what the node sends unasked: an announcement, or a
+	// subscription it dropped because the channel's slot moved.
+	pushed := func(r []string) error {
+		if len(r) < 2 {
+			return nil
+		}
+		switch r[0] {
+		case "smessage":
+			if len(r) == 3 {
+				l.m.announced(r[1], r[2])
+			}
+		case "sunsubscribe":
+			// Every SUNSUBSCRIBE of ours reads its own reply (send), so
+			// this one is the node's: the slot moved. Its work may be
+			// anywhere now: probed after the regroup.
+			return errSlotMoved
+		}
+		return nil
+	}
+	// send sends one command and reads until its reply, handing what the
+	// node pushed meanwhile to pushed: a reply read as an announcement (or
+	// the other way round) would lose one, or stop the listener. An error
+	// reply is this command's (nothing pushed is an error).
 	send := func(cmd, ch string) error {
 		wctx, cancel := context.WithTimeout(ctx, l.m.qcfg.CallTimeout)
 		defer cancel()
-		return conn.EncodeDecode(wctx, []string{cmd, ch}, nil)
+		reply := strings.ToLower(cmd)
+		if cmd == "PING" {
+			reply = "pong" // ["pong", ""] while subscribed
+		}
+		var r []string
+		err := conn.EncodeDecode(wctx, []string{cmd, ch}, &r)
+		for {
+			if err != nil {
+				return err
+			}
+			if len(r) >= 2 && r[0] == reply && (cmd == "PING" || r[1] == ch) {
+				return nil
+			}
+			if err := pushed(r); err != nil {
+				return err
+			}
+			r = nil
+			err = conn.EncodeDecode(wctx, nil, &r)
+		}
+	}
+	// subscribe sends SSUBSCRIBE ch: false (and no error) when the node
+	// refused it for the user's permissions.
+	subscribe := func(ch string) (bool, error) {
+		err := send("SSUBSCRIBE", ch)
+		switch {
+		case err == nil:
+			have[ch] = true
+			return true, nil
+		case isNoPerm(err):
+			l.m.refusedChannel(ch, err)
+			return false, nil
+		case isRedirect(err):
+			return false, errSlotMoved // MOVED: not this node's any more
+		}
+		return false, err
 	}
 	sync := func() error {
 		l.mu.Lock()
+		var retry string
+		if len(l.refused) > 0 && !time.Now().Before(l.retryAt) {
+			for ch := range l.refused {
+				retry = ch
+				break
+			}
+		}
+		l.mu.Unlock()
+		if retry != "" {
+			// One refused channel tried again: if the user may now
+			// subscribe, every refused one is.
+			ok, err := subscribe(retry)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			if ok {
+				clear(l.refused)
+			} else {
+				l.refused[retry] = true
+				l.retryAt = time.Now().Add(refusedRetry)
+			}
+			l.mu.Unlock()
+		}
+		l.mu.Lock()
 		var add, drop []string
 		for ch := range l.want {
-			if !have[ch] {
+			if !have[ch] && !l.refused[ch] {
 				add = append(add, ch)
 			}
 		}
@@ -145,28 +303,54 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			}
 		}
 		l.mu.Unlock()
+		var refused []string
 		for _, ch := range add {
-			if err := send("SSUBSCRIBE", ch); err != nil {
+			ok, err := subscribe(ch)
+			if err != nil {
 				return err
 			}
-			have[ch] = true
+			if !ok {
+				refused = append(refused, ch)
+			}
+		}
+		if len(refused) > 0 {
+			l.mu.Lock()
+			for _, ch := range refused {
+				if l.want[ch] {
+					l.refused[ch] = true
+				}
+			}
+			if !l.retryAt.After(time.Now()) {
+				l.retryAt = time.Now().Add(refusedRetry)
+			}
+			l.mu.Unlock()
 		}
 		for _, ch := range drop {
 			if err := send("SUNSUBSCRIBE", ch); err != nil {
 				return err
 			}
 			delete(have, ch)
-			dropping[ch] = true
 		}
 		if len(add) > 0 {
+			// Refused ones too: what waits there is found now, not at
+			// the next probe round.
 			go l.m.probeChannels(add)
+		}
+		if len(have) == 0 {
+			l.mu.Lock()
+			wanted := len(l.want) > 0
+			l.mu.Unlock()
+			if wanted {
+				return errAllRefused
+			}
+			return errListenerIdle
 		}
 		return nil
 	}
 	if err := sync(); err != nil {
 		return err
 	}
-	heard, pinged := time.Now(), time.Now()
+	heard := time.Now() // the last message or PING reply
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,10 +359,15 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			if err := sync(); err != nil {
 				return err
 			}
-			if len(have) == 0 {
-				return errListenerIdle
-			}
 		default:
+			l.mu.Lock()
+			retry := len(l.refused) > 0 && !time.Now().Before(l.retryAt)
+			l.mu.Unlock()
+			if retry {
+				if err := sync(); err != nil {
+					return err
+				}
+			}
 		}
 		if l.m.bg.Err() != nil {
 			return errListenerDone
@@ -188,14 +377,13 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 		err := conn.EncodeDecode(rctx, nil, &r)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			switch {
-			case time.Since(heard) > 3*listenPing:
-				return fmt.Errorf("no reply to PING for %v", time.Since(heard).Round(time.Second))
-			case time.Since(pinged) > listenPing:
+			if time.Since(heard) > listenPing {
+				// A connection that died silently fails the PING
+				// (within CallTimeout).
 				if err := send("PING", ""); err != nil {
 					return err
 				}
-				pinged = time.Now()
+				heard = time.Now()
 			}
 			continue
 		}
@@ -206,22 +394,8 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			return err
 		}
 		heard = time.Now()
-		if len(r) < 2 {
-			continue
-		}
-		switch r[0] {
-		case "smessage":
-			if len(r) == 3 {
-				l.m.announced(r[1], r[2])
-			}
-		case "sunsubscribe":
-			if dropping[r[1]] {
-				delete(dropping, r[1])
-				continue
-			}
-			// The node dropped it: its slot moved. Its work may be
-			// anywhere now: probed after the regroup.
-			return errSlotMoved
+		if err := pushed(r); err != nil {
+			return err
 		}
 	}
 }
@@ -270,7 +444,7 @@ func (m *multi) probeChannels(chans []string) {
 	chunks := chunkByNode(units)
 	m.mu.Unlock()
 	for _, part := range chunks {
-		if err := m.probe(m.bg, part, true); err != nil && m.bg.Err() == nil {
+		if _, err := m.probe(m.bg, part, false); err != nil && m.bg.Err() == nil {
 			m.report(err)
 		}
 	}

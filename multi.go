@@ -60,9 +60,13 @@ type MultiConfig struct {
 	Queue Config
 
 	// ProbeInterval is how often every queue is probed (one call per 500
-	// shards and node, spread over the interval): the due times and lease deadlines it reads drive
-	// promotions and sweeps, and ready work whose announcement was missed is
-	// found by it. Defaults to DefaultProbeInterval.
+	// shards and node, spread over the interval): the due times and lease
+	// deadlines it reads drive promotions and sweeps, and ready work that no
+	// announcement told of (one missed, refused by the user's ACL, or a
+	// wake-up taken by a consumer killed before its take) is found by it
+	// within ProbeInterval. Every sixth probe also puts back the meta key of
+	// a served queue that a restart without persistence lost. Defaults to
+	// DefaultProbeInterval.
 	ProbeInterval time.Duration
 
 	// RescanInterval is how often Pattern is listed again (SCAN). Defaults
@@ -92,7 +96,16 @@ type MultiConsumer struct {
 
 // NewMultiConsumer opens the queues cfg names (they must exist: see Open and
 // `prioq create`) and starts serving them. ErrNotFound for a named queue that
-// does not exist, ErrWrongMode for an AtMostOnce one.
+// does not exist, ErrWrongMode for an AtMostOnce one. The first take waits
+// for the first probe of every queue (one call per 500 shards and node, at
+// most ProbeInterval), so that strict order holds from the first message.
+//
+// A queue's layout, mode and shards are read from its meta key. A restart of
+// Redis without persistence loses it: a MultiConsumer (or Consumer) that
+// serves the queue puts it back, but one started while it is missing fails
+// with ErrNotFound for a named queue, and Pattern does not find the queue,
+// until the queue is opened with Open (which writes it) or a consumer that
+// served it puts it back.
 func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiConsumer, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
@@ -129,7 +142,8 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 
 	m := &multi{c: c, cfg: cfg, qcfg: qcfg, kick: make(chan struct{}, 1),
 		queues: map[string]*multiQueue{}, byChan: map[string]*unit{}, ready: map[*unit]struct{}{},
-		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{}}
+		listeners: map[string]*listener{}, removed: map[string]bool{}, reservedNodes: map[string]bool{},
+		warned: map[string]bool{}, intN: rand.IntN, started: make(chan struct{})}
 	names := slices.Clone(cfg.Queues)
 	if cfg.Pattern != "" {
 		found, err := ListQueues(ctx, c, cfg.Pattern)
@@ -232,6 +246,11 @@ type multi struct {
 
 	reservedNodes map[string]bool // nodes whose listener connection is reserved (pool.go)
 	releases      []func()
+	warned        map[string]bool // permission refusals reported (refusedChannel), by kind
+	intN          func(int) int   // pick's draws (under mu): rand.IntN; seeded in tests
+
+	started   chan struct{} // closed after the first probe round marked what it found (firstRound)
+	startOnce sync.Once
 }
 
 type multiQueue struct {
@@ -272,6 +291,11 @@ func (m *multi) open(ctx context.Context, names []string, strict bool) ([]*multi
 			return
 		}
 		q, err := OpenExisting(ctx, m.c, names[i], m.qcfg)
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("prioq: multi consumer: %w (a MultiConsumer learns a queue's layout from its meta key: "+
+				"one that a restart without persistence lost comes back when the queue is opened with Open, or a "+
+				"Consumer or MultiConsumer already serving it puts it back)", err)
+		}
 		if err == nil && q.cfg.Mode != AtLeastOnce {
 			err = fmt.Errorf("prioq: multi consumer: %w: %q is %s", ErrWrongMode, names[i], q.cfg.Mode)
 		}
@@ -402,6 +426,37 @@ func (m *multi) markReady(u *unit) {
 	m.kickLocked()
 }
 
+// refusedChannel reports, once per MultiConsumer and kind (the channel, or
+// the SSUBSCRIBE command itself), that the node refused to subscribe to ch
+// for the user's ACL permissions (NOPERM, err), and what to grant. The
+// shards of refused channels are served by the probe alone; the listener
+// tries again every refusedRetry, without reporting again.
+func (m *multi) refusedChannel(ch string, err error) {
+	kind := "channel"
+	if !strings.Contains(strings.ToLower(errReplyText(err)), "channel") {
+		kind = "command"
+	}
+	m.mu.Lock()
+	first := !m.warned[kind]
+	m.warned[kind] = true
+	queue := ""
+	if u := m.byChan[ch]; u != nil {
+		queue = u.mq.q.name
+	}
+	m.mu.Unlock()
+	if !first {
+		return
+	}
+	grant := "the shard channels &prioq:* and &prioq/* (ACL SETUSER <user> '&prioq:*' '&prioq/*', or allchannels)"
+	if kind == "command" {
+		grant = "the commands SSUBSCRIBE, SUNSUBSCRIBE and SPUBLISH (+@pubsub, or each by name)"
+	}
+	m.report(fmt.Errorf("prioq: multi consumer: the Redis user may not subscribe to %q, the channel of queue %q (%w): "+
+		"grant it %s. Until then the queues refused are served by the probe alone: their work is found within "+
+		"ProbeInterval (%v) instead of at once. Said once; a refused subscription is tried again every %v",
+		ch, queue, err, grant, m.cfg.ProbeInterval, refusedRetry))
+}
+
 // announced handles a message on channel ch.
 func (m *multi) announced(ch, what string) {
 	m.mu.Lock()
@@ -424,14 +479,18 @@ func (m *multi) announced(ch, what string) {
 }
 
 // pick chooses the shard to take from: the first ready queue in strict order,
-// or a weighted draw; among a queue's shards, any. nil when none is ready.
-// When none is, it returns how long until the first ready queue left alone
-// for a while (a failure, a pause, its rate limit) is back (0: none is).
+// or a queue drawn by weight among those with a ready shard (each queue's
+// weight counts once, however many of its shards are ready); among a
+// queue's ready shards, any. nil when none is ready. When none is, it
+// returns how long until the first ready queue left alone for a while (a
+// failure, a pause, its rate limit) is back (0: none is).
 func (m *multi) pick() (*unit, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	var best []*unit
+	var best []*unit                     // strict order: the ready shards of the first queue
+	byQueue := map[*multiQueue][]*unit{} // weights: the ready shards of each queue
+	var queues []*multiQueue             // weights: byQueue's keys, in the order met
 	var back time.Duration
 	total := 0
 	for u := range m.ready {
@@ -455,29 +514,56 @@ func (m *multi) pick() (*unit, time.Duration) {
 			best = append(best, u)
 			continue
 		}
-		best = append(best, u)
-		total += u.mq.weight
+		if byQueue[u.mq] == nil {
+			queues = append(queues, u.mq)
+			total += u.mq.weight
+		}
+		byQueue[u.mq] = append(byQueue[u.mq], u)
 	}
-	if len(best) == 0 {
+	if m.cfg.Weights == nil {
+		if len(best) == 0 {
+			return nil, back
+		}
+		return best[m.intN(len(best))], 0
+	}
+	if len(queues) == 0 {
 		return nil, back
 	}
-	if m.cfg.Weights == nil || total == 0 {
-		return best[rand.IntN(len(best))], 0
-	}
-	r := rand.IntN(total)
-	for _, u := range best {
-		if r < u.mq.weight {
-			return u, 0
+	// Weight 0 is served only when no queue of weight above 0 has work.
+	chosen := queues[m.intN(len(queues))]
+	if total > 0 {
+		r := m.intN(total)
+		for _, mq := range queues {
+			if r < mq.weight {
+				chosen = mq
+				break
+			}
+			r -= mq.weight
 		}
-		r -= u.mq.weight
 	}
-	return best[len(best)-1], 0
+	us := byQueue[chosen]
+	return us[m.intN(len(us))], 0
 }
 
 // fetch is the fetcher's fetch for a MultiConsumer: take from a ready shard;
 // when none is, wait in the process for an announcement, a probe or the
 // fetch's end (BlockTimeout with nobody waiting any more).
 func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
+	// The first take waits for the first probe round (firstRound), at most
+	// a ProbeInterval: strict order from the first message.
+	select {
+	case <-m.started:
+	default:
+		t := time.NewTimer(m.cfg.ProbeInterval)
+		select {
+		case <-m.started:
+		case <-m.bg.Done():
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	idle := time.NewTimer(m.ccfg.BlockTimeout)
 	defer idle.Stop()
 	for {
@@ -543,6 +629,8 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 }
 
 // promote runs u's promotions now and sets its timer for the next due time.
+// What it made ready is taken from at once: its announcement may never come
+// (a user without channel permissions).
 func (m *multi) promote(u *unit) {
 	u.mu.Lock()
 	if u.promoting || u.removed {
@@ -552,7 +640,21 @@ func (m *multi) promote(u *unit) {
 	u.promoting = true
 	u.mu.Unlock()
 	defer func() { u.mu.Lock(); u.promoting = false; u.mu.Unlock() }()
-	next, _, err := u.s.promoteDue(m.bg)
+	var next time.Duration
+	var err error
+	for {
+		// As promoteDue, counting what moved.
+		var moved int
+		cctx, cancel := context.WithTimeout(m.bg, u.s.cfg.CallTimeout)
+		moved, next, _, err = u.s.promote(cctx)
+		cancel()
+		if moved > 0 {
+			m.markReady(u)
+		}
+		if err != nil || moved < u.s.cfg.PromoteBatch {
+			break
+		}
+	}
 	if err != nil {
 		if m.bg.Err() == nil {
 			m.report(err)
@@ -591,22 +693,32 @@ func (m *multi) promoteIn(u *unit, d time.Duration) {
 // probeLoop probes every served shard every ProbeInterval: it marks those
 // with ready work, sets promotion timers and sweeps expired leases. The
 // calls of one round are spread over the interval, so that none holds the
-// server long; every deepEvery-th round also reads the lanes.
+// server long. Every round reads the lanes too (work whose wake-up a killed
+// consumer took is found within one ProbeInterval, as a missed announcement
+// is), and every metaEvery-th round the queues' meta keys.
 func (m *multi) probeLoop(ctx context.Context) {
 	defer m.stopAll()
-	for round := 0; ctx.Err() == nil; round++ {
+	defer m.startOnce.Do(func() { close(m.started) })
+	m.firstRound(ctx)
+	for round := 1; ctx.Err() == nil; round++ {
 		chunks := m.chunks()
 		gap := m.cfg.ProbeInterval / time.Duration(max(len(chunks), 1))
-		for _, units := range chunks {
-			if err := m.probe(ctx, units, round%deepEvery == 0); err != nil && ctx.Err() == nil {
-				m.report(err)
-				if strings.Contains(err.Error(), "non local key") {
-					m.resync(ctx) // a slot moved: probe it on its new node from the next round
-				}
-			}
-			if !sleepCtx(ctx, jitter(gap)) {
+		moved := false
+		for i, units := range chunks {
+			if i == 0 && !sleepCtx(ctx, jitterBelow(gap)) {
 				return
 			}
+			unreadable, err := m.probe(ctx, units, round%metaEvery == 0)
+			if err != nil && ctx.Err() == nil {
+				m.report(err)
+			}
+			moved = moved || unreadable || err != nil && strings.Contains(err.Error(), "non local key")
+			if i < len(chunks)-1 && !sleepCtx(ctx, jitterBelow(gap)) {
+				return
+			}
+		}
+		if moved {
+			m.resync(ctx) // a slot moves or moved: probe it on its new node from the next round
 		}
 		if len(chunks) == 0 && !sleepCtx(ctx, m.cfg.ProbeInterval) {
 			return
@@ -614,8 +726,46 @@ func (m *multi) probeLoop(ctx context.Context) {
 	}
 }
 
-// deepEvery: one probe round in this many reads the lanes too.
-const deepEvery = 5
+// firstRound probes every served shard back to back, every node, and marks
+// what it found before the first take (fetch waits for started): the probes
+// of several nodes (or chunks) are separate calls, and marked as each
+// returns, a later queue in strict order could be taken from first. Then it
+// promotes and sweeps what is due.
+func (m *multi) firstRound(ctx context.Context) {
+	var found []probeFound
+	moved := false
+	for _, units := range m.chunks() {
+		f, err := m.probeRead(ctx, units, true)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.report(err)
+			}
+			moved = moved || strings.Contains(err.Error(), "non local key")
+			continue
+		}
+		found = append(found, f)
+	}
+	for _, f := range found {
+		moved = m.mark(f) || moved
+	}
+	m.startOnce.Do(func() { close(m.started) })
+	for _, f := range found {
+		m.act(ctx, f)
+	}
+	if moved {
+		m.resync(ctx)
+	}
+}
+
+// jitterBelow spreads d over [0.75d, d]: a probe round is never longer than
+// ProbeInterval (plus its calls), the bound the README gives for work whose
+// announcement was missed.
+func jitterBelow(d time.Duration) time.Duration {
+	if d < 4 {
+		return d
+	}
+	return d - rand.N(d/4)
+}
 
 func (m *multi) stopAll() {
 	m.mu.Lock()
@@ -658,30 +808,74 @@ func chunkByNode(units []*unit) [][]*unit {
 	return out
 }
 
-// probe runs probe.lua over units (all of one node); deep reads the lanes
-// too.
-func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
+// probe runs probe.lua over units (all of one node), reading their lanes
+// too and, with metas, whether their queues' meta keys are there, and acts
+// on what it found (probeRead, mark, act). It reports unreadable when some
+// shard could not be read on that node (its slot is being moved, or moved):
+// that shard is left alone until the next probe, the others are served.
+func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadable bool, err error) {
+	f, err := m.probeRead(ctx, units, metas)
+	if err != nil {
+		return false, err
+	}
+	unreadable = m.mark(f)
+	m.act(ctx, f)
+	return unreadable, nil
+}
+
+// probeFound is what one probe call read: res per probe.lua, of units.
+type probeFound struct {
+	units []*unit
+	res   []string
+	now   int64 // the server's, ms
+	metas bool  // the meta keys were read (those of queues of one shard)
+}
+
+// status is unit i's status in f (probe.lua): "" read, "m" its meta key is
+// missing, "x" unreadable.
+func (f probeFound) status(i int) string { return f.res[4*len(f.units)+i] }
+
+// probeRead runs probe.lua over units (all of one node).
+func (m *multi) probeRead(ctx context.Context, units []*unit, metas bool) (probeFound, error) {
 	n := len(units)
-	keys := make([]string, 4*n, 5*n)
 	_, cluster := m.c.(*radix.Cluster)
-	args := []string{strconv.Itoa(n), "0", ""}
+	args := make([]string, 3, 3+n+(6+3)*n)
+	args[0] = strconv.Itoa(n)
 	if cluster {
-		args[2] = "cluster"
+		args[1] = "cluster"
 	}
-	for i, u := range units {
-		keys[i], keys[n+i], keys[2*n+i], keys[3*n+i] = u.s.k.wake, u.s.k.delayed, u.s.k.leases, u.s.k.gdue
+	if metas {
+		args[2] = "meta"
 	}
-	if deep {
-		args[1] = args[0]
+	for _, u := range units {
+		args = append(args, strconv.Itoa(len(u.s.k.lanes)))
+	}
+	for _, key := range []func(*unit) string{
+		func(u *unit) string { return u.s.k.wake },
+		func(u *unit) string { return u.s.k.delayed },
+		func(u *unit) string { return u.s.k.leases },
+		func(u *unit) string { return u.s.k.gdue },
+		func(u *unit) string { return u.s.k.paused },
+	} {
 		for _, u := range units {
-			keys = append(keys, u.s.k.paused)
-		}
-		for _, u := range units {
-			keys = append(keys, u.s.k.lanes...)
-			args = append(args, strconv.Itoa(len(u.s.k.lanes)))
+			args = append(args, key(u))
 		}
 	}
-	args = append(args, keys...) // undeclared: see probe.lua
+	if metas {
+		for _, u := range units {
+			// The meta key of a queue of one shard is in its slot; that of a
+			// queue of several is in a slot of its own, maybe on another
+			// node (keys.go): act keeps it.
+			meta := ""
+			if len(u.mq.q.shards) == 1 {
+				meta = u.s.k.meta
+			}
+			args = append(args, meta)
+		}
+	}
+	for _, u := range units {
+		args = append(args, u.s.k.lanes...) // undeclared: see probe.lua
+	}
 	var res []string
 	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
 	defer cancel()
@@ -689,6 +883,9 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 	if cluster {
 		// radix's Cluster client refuses keys of several slots; one
 		// connection of the node runs it (the script may: see its flags).
+		// That connection is clean after any outcome: one command, whose
+		// reply radix has read whole when it returns nil or an error reply
+		// (which put it back), and any other error closes it.
 		err = m.c.Do(cctx, radix.WithConn(units[0].s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
 			return conn.Do(ctx, probeScript.Cmd(&res, nil, args...))
 		}))
@@ -698,17 +895,65 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 		err = m.c.Do(cctx, probeScript.Cmd(&res, nil, args...))
 	}
 	if err != nil {
-		return fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
+		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
 	}
-	if len(res) != 4*len(units)+1 {
-		return fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
+	if len(res) != 5*len(units)+1 {
+		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
 	}
 	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
-	for i, u := range units {
-		ready, due, lease, gdue := res[i], res[n+i], res[2*n+i], res[3*n+i]
-		if ready == "1" {
-			m.markReady(u)
+	return probeFound{units: units, res: res, now: now, metas: metas}, nil
+}
+
+// mark marks every shard of f with work ready at once, before any promotion
+// or sweep (round trips each): marked one by one, the first marked could be
+// taken from before an earlier queue in strict order was marked. It returns
+// whether a shard was unreadable.
+func (m *multi) mark(f probeFound) (unreadable bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	marked := false
+	for i, u := range f.units {
+		if f.status(i) == "x" {
+			// Unreadable here: a take, a promotion or a sweep would be
+			// refused (TRYAGAIN) until the slot is whole on one node, and
+			// a take waits out its deadline meanwhile; the next probe
+			// tries again.
+			unreadable = true
+			if t := time.Now().Add(m.cfg.ProbeInterval); u.downUntil.Before(t) {
+				u.downUntil = t
+			}
+			continue
 		}
+		if f.res[i] == "1" && m.queues[u.mq.q.name] == u.mq {
+			m.ready[u] = struct{}{}
+			u.readyGen++
+			marked = true
+		}
+	}
+	if marked {
+		m.kickLocked()
+	}
+	return unreadable
+}
+
+// act does what f says is due: it puts back lost meta keys, promotes (or
+// sets the promotion timers) and sweeps expired leases.
+func (m *multi) act(ctx context.Context, f probeFound) {
+	n := len(f.units)
+	for i, u := range f.units {
+		status := f.status(i)
+		if status == "x" {
+			continue
+		}
+		if status == "m" || f.metas && len(u.mq.q.shards) > 1 && u.s == u.mq.q.shards[0] {
+			// A restart without persistence lost the queue's meta key:
+			// put it back from what the queue was opened with, as a
+			// Consumer's sweeper does (keepMeta), so that Open and
+			// ListQueues (Pattern) see the queue again. (A queue of
+			// several shards: one call each time, as the sweeper's.)
+			u.s.keepMeta(ctx, m.report)
+		}
+		due, lease, gdue := f.res[n+i], f.res[2*n+i], f.res[3*n+i]
 		// A group parked at its rate limit comes back by a promotion too
 		// (promote.lua): the earlier of the two times.
 		if g, err := strconv.ParseFloat(gdue, 64); err == nil {
@@ -717,17 +962,16 @@ func (m *multi) probe(ctx context.Context, units []*unit, deep bool) error {
 			}
 		}
 		if d, err := strconv.ParseFloat(due, 64); err == nil {
-			if wait := time.Duration(int64(d)-now) * time.Millisecond; wait <= 0 {
+			if wait := time.Duration(int64(d)-f.now) * time.Millisecond; wait <= 0 {
 				m.promote(u)
 			} else {
 				m.promoteIn(u, wait)
 			}
 		}
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
 			m.markReady(u)
 		}
 	}
-	return nil
 }
 
 // rescanLoop lists Pattern's queues every RescanInterval and serves new ones.

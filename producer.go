@@ -671,6 +671,13 @@ func (s *shard) sendPlainOnce(ctx context.Context, ps []prepared, idx []int, out
 	if announced != nil && err == nil {
 		s.heard.Store(*announced > 0)
 	}
+	if announced != nil && *announced < 0 && isNoPerm(err) && s.pubRefused.CompareAndSwap(false, true) {
+		// The enqueue stands (a hint was refused); say once why a
+		// MultiConsumer hears nothing of this queue.
+		s.cfg.Logger.WarnContext(ctx, "prioq: the Redis user may not announce work (SPUBLISH refused): a MultiConsumer "+
+			"serving this queue finds its work by its probe, within ProbeInterval, instead of at once; grant +spublish and "+
+			"the shard channels &prioq:* and &prioq/*. Said once", "queue", s.name, "error", err)
+	}
 	listErr := make(map[string]error) // Range: why a list's messages were not stored
 	if tx != nil {
 		lengths, errs := tx.results(ctx, err)

@@ -57,6 +57,9 @@ type shard struct {
 	// announcement reached a subscriber), else once nextAsk (unix ns) passed.
 	heard   atomic.Bool
 	nextAsk atomic.Int64
+	// pubRefused: the server refused an announcement (NOPERM), said once
+	// in the log (producer.go).
+	pubRefused atomic.Bool
 
 	// blockUse counts the blocking commands waiting on its node's pool
 	// (pool.go), set by the first consumer.

@@ -807,10 +807,14 @@ end
 
 -- try_arm is arm_wake for a script past its first write: a wrong-typed
 -- wake-up key does not raise; the ZADD's reply (an error table then) is
--- returned for the script to undo or pass over.
-local function try_arm(key, prio)
+-- returned for the script to undo or pass over. quiet: the member is put
+-- back by the take of a MultiConsumer that claimed it (take.lua ARGV[8]) and
+-- leaves work behind: that consumer knows, and every other one was told
+-- when the member was first set (or hears of it from its probe), so it
+-- announces nothing: a drain would announce every take.
+local function try_arm(key, prio, quiet)
   local ok = redis.pcall('ZADD', key, 'LT', prio and -prio or '-inf', WAKE)
-  if ok == 1 then announce(key, ANNOUNCE_READY) end
+  if ok == 1 and not quiet then announce(key, ANNOUNCE_READY) end
   return ok
 end
 

@@ -119,7 +119,9 @@ do
 end
 -- Claimed before the pop: a wrong-typed wake-up key fails it here, before
 -- anything was written; ZREM frees memory, so it runs at maxmemory.
-if ARGV[8] == YES then redis.call('ZREM', KEYS[4], WAKE) end
+-- A take that claimed it puts it back quietly (try_arm) when work remains.
+local claimed = ARGV[8] == YES
+if claimed then redis.call('ZREM', KEYS[4], WAKE) end
 local FIRST = 5 -- KEYS index of the first lane
 local popLast = #KEYS -- KEYS index of the last lane a pop may take from
 if popLanes > 0 then popLast = math.min(#KEYS, FIRST - 1 + popLanes) end
@@ -566,7 +568,7 @@ if not res then
     -- Work is left (below the floor): the wake-up stays set, as a take
     -- that put back what it popped leaves it.
     if not top or belowFloor > top then top = belowFloor end
-    try_arm(KEYS[4], top)
+    try_arm(KEYS[4], top, claimed)
   end
   return with_broken({}, top)
 end
@@ -847,7 +849,7 @@ if lease == 0 then
       if kind == KIND_RANGE then out[#out + 1] = item[1] else out[#out + 1] = item end
     end
   end
-  if more then try_arm(KEYS[4], top) end
+  if more then try_arm(KEYS[4], top, claimed) end
   return with_broken(out, top)
 end
 
@@ -904,7 +906,7 @@ if err then undo(err, true, false) end
 -- above). Re-arming when nothing is left would only make another consumer
 -- run an empty take. The marker is a single-member set, so it cannot grow.
 if more then
-  local ok = try_arm(KEYS[4], top)
+  local ok = try_arm(KEYS[4], top, claimed)
   if type(ok) == 'table' and ok.err then undo(ok, true, true) end
 end
 -- The queue's rate log gets the takes (pcall: past the last write that can
