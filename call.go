@@ -111,18 +111,47 @@ func (s *shard) doPipeline(ctx context.Context, build func() *radix.Pipeline) er
 }
 
 // retryRedirects runs call again while it fails with a redirect, waiting 5 ms
-// and then twice as long each time (at most 100 ms), until ctx ends; call
-// builds its actions afresh each time. It returns call's last error.
+// and then twice as long each time (at most 100 ms), until ctx ends, or its
+// redirect budget (withRedirectBudget) is spent; call builds its actions
+// afresh each time. It returns call's last error.
 func retryRedirects(ctx context.Context, call func(context.Context) error) error {
 	wait := 5 * time.Millisecond
+	var until time.Time
+	if d, ok := ctx.Value(redirectBudgetKey{}).(time.Duration); ok {
+		until = time.Now().Add(d)
+	}
 	for {
 		err := call(ctx)
-		if !isRedirect(err) || !sleepCtx(ctx, wait) {
+		if !isRedirect(err) || !until.IsZero() && time.Now().Add(wait).After(until) || !sleepCtx(ctx, wait) {
 			return err
 		}
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
+
+type redirectBudgetKey struct{}
+
+// redirectBudget is how long a fetch keeps retrying a call that a cluster
+// node refuses because its slot is moving, when the fetch has other work to
+// turn to: long enough for the brief refusals of a move that ends at once,
+// short enough that the other shards or queues are not kept waiting.
+const redirectBudget = 50 * time.Millisecond
+
+// withRedirectBudget makes the calls made with ctx stop retrying a redirect
+// after d and return it: for the calls of a fetch that can serve others
+// meanwhile (a sharded queue's other shards, a MultiConsumer's other
+// queues). Retrying a half-moved slot until the call's deadline inside the
+// one fetch every caller waits on kept everything else waiting with it (10 s
+// at a time). The caller leaves that shard or queue alone for a while
+// instead (movedAway).
+func withRedirectBudget(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, redirectBudgetKey{}, d)
+}
+
+// movedAway reports whether err says that a call's slot is moving between
+// cluster nodes (a redirect that outlasted its budget): routine, not worth
+// reporting to OnError each time.
+func movedAway(err error) bool { return isRedirect(err) }
 
 // doBounded runs a on c and returns when it returns or, at the latest,
 // abandonGrace after ctx (given timeout when it has no deadline) ends. When it

@@ -79,9 +79,11 @@ func snapshot(t *testing.T, q *Queue) map[string]string {
 	keys := sh(q).k.all()
 	if sh(q).lists() {
 		// The priorities' lists: every one of the queue's (SCAN), since an
-		// operation may write a list no index names.
+		// operation may write a list no index names. The package's tests
+		// share one server with many keys: a large COUNT makes each SCAN a
+		// few calls instead of thousands.
 		var found []string
-		s := (radix.ScannerConfig{Command: "SCAN", Pattern: sh(q).k.prefix + prioListTag + "*"}).New(sh(q).c.(radix.Client))
+		s := (radix.ScannerConfig{Command: "SCAN", Pattern: sh(q).k.prefix + prioListTag + "*", Count: 100000}).New(sh(q).c.(radix.Client))
 		var k string
 		for s.Next(context.Background(), &k) {
 			found = append(found, k)

@@ -129,7 +129,11 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	if err := cfg.Consumer.validate(); err != nil {
 		return nil, err
 	}
-	if err := minDurations(map[string]time.Duration{"ProbeInterval": cfg.ProbeInterval, "RescanInterval": cfg.RescanInterval}); err != nil {
+	durs := map[string]time.Duration{"ProbeInterval": cfg.ProbeInterval, "RescanInterval": cfg.RescanInterval}
+	if err := negatives(nil, durs); err != nil {
+		return nil, err
+	}
+	if err := minDurations(durs); err != nil {
 		return nil, err
 	}
 	qcfg, err := checkOpen(c, "multi", cfg.Queue)
@@ -593,8 +597,11 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		m.mu.Unlock()
 		// Not derived from the consumer's context: a take abandoned by Close
 		// would lease a message nobody holds until its lease ran out.
+		// A queue whose slot is moving is left alone soon (its refusal is
+		// not retried until CallTimeout: the other queues are served
+		// meanwhile), as one whose call fails.
 		ctx, cancel := context.WithTimeout(context.Background(), m.qcfg.CallTimeout)
-		r, err := u.s.takeFrom(ctx, takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true, guess: true})
+		r, err := u.s.takeFrom(withRedirectBudget(ctx, redirectBudget), takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true, guess: true})
 		cancel()
 		m.mu.Lock()
 		switch {
@@ -616,7 +623,9 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		}
 		m.mu.Unlock()
 		if err != nil {
-			m.report(err)
+			if !movedAway(err) {
+				m.report(err)
+			}
 			continue
 		}
 		for _, d := range r.dropped {

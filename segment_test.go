@@ -294,7 +294,7 @@ func TestRangeMemoryPerWaitingMessage(t *testing.T) {
 		}
 	}
 	var keys []string
-	s := (radix.ScannerConfig{Command: "SCAN", Pattern: "*" + q.name + "*"}).New(c)
+	s := (radix.ScannerConfig{Command: "SCAN", Pattern: "*" + q.name + "*", Count: 100000}).New(c)
 	var key string
 	for s.Next(ctx, &key) {
 		keys = append(keys, key)

@@ -40,6 +40,11 @@ for k = 5, #KEYS do
     n = n + redis.call('ZCARD', KEYS[k])
   else
     each_in(KEYS[k], 'ZRANGE', function(prio)
+      -- A member that names no priority (index_prio: "007", "x") names no
+      -- list of the queue's: a key under that name is none of prioq's,
+      -- left in place and not counted, as takes leave it. The index goes
+      -- whole, and the member with it.
+      if not index_prio(prio) then return end
       local key = plist_key(KEYS[k], prio)
       if redis.call('TYPE', key).ok == 'list' then n = n + redis.call('LLEN', key) end
       plists[#plists + 1] = key

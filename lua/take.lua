@@ -469,7 +469,11 @@ local function pop_filled(call, paused, want)
           return pop_lists(call, false, want)
         end
       elseif tonumber(head[2]) ~= -index_prio(head[1]) then
-        redis.call('ZADD', key, -index_prio(head[1]), head[1]) -- (see pop_lists)
+        -- Named right, scored wrong: put back under its own score (see
+        -- pop_lists). ZREM first: at maxmemory a script's first write must
+        -- free memory, and the ZADD then only restores what it removed.
+        redis.call('ZREM', key, head[1])
+        redis.call('ZADD', key, -index_prio(head[1]), head[1])
       else
         local prio, score = head[1], head[2]
         local list = plist_key(key, prio)

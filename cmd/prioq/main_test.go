@@ -195,15 +195,24 @@ func TestQueuesFiguresSortAndFilter(t *testing.T) {
 	assert.Equal(t, []string{qs[1].Name() + "=5", qs[0].Name() + "=2", qs[2].Name() + "=1"}, got)
 	assert.NotContains(t, out, other.Name())
 
-	done := make(chan struct{})
+	// Written to until the command has measured: under load (CI runs
+	// several packages at once) the command may start its window after a
+	// fixed number of enqueues was over, and see no rate at all.
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		for range 20 {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			_, _ = qs[2].Enqueue(ctx, []byte("y"))
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 	out, _, code = prioqCmd(t, "", "queues", base+"-*", "--sort", "rate", "--window", "600ms")
+	close(stop)
 	<-done
 	require.Equal(t, 0, code)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
