@@ -709,28 +709,40 @@ func (m *multi) probeLoop(ctx context.Context) {
 	defer m.stopAll()
 	defer m.startOnce.Do(func() { close(m.started) })
 	m.firstRound(ctx)
+	// The calls keep a fixed schedule, each chunk probed exactly every
+	// ProbeInterval (the bound the README gives, and no more calls a second
+	// than chunks per interval), from a random phase, so that consumers
+	// started together do not probe together.
+	next := time.Now().Add(rand.N(m.cfg.ProbeInterval/time.Duration(max(len(m.chunks()), 1)) + 1))
 	for round := 1; ctx.Err() == nil; round++ {
 		chunks := m.chunks()
 		gap := m.cfg.ProbeInterval / time.Duration(max(len(chunks), 1))
+		if len(chunks) == 0 {
+			gap = m.cfg.ProbeInterval
+		}
 		moved := false
-		for i, units := range chunks {
-			if i == 0 && !sleepCtx(ctx, jitterBelow(gap)) {
+		for _, units := range chunks {
+			if !sleepCtx(ctx, time.Until(next)) {
 				return
 			}
+			next = next.Add(gap)
 			unreadable, err := m.probe(ctx, units, round%metaEvery == 0)
 			if err != nil && ctx.Err() == nil {
 				m.report(err)
 			}
 			moved = moved || unreadable || err != nil && strings.Contains(err.Error(), "non local key")
-			if i < len(chunks)-1 && !sleepCtx(ctx, jitterBelow(gap)) {
-				return
-			}
 		}
 		if moved {
 			m.resync(ctx) // a slot moves or moved: probe it on its new node from the next round
 		}
-		if len(chunks) == 0 && !sleepCtx(ctx, m.cfg.ProbeInterval) {
-			return
+		if len(chunks) == 0 {
+			if !sleepCtx(ctx, time.Until(next)) {
+				return
+			}
+			next = next.Add(gap)
+		}
+		if behind := time.Since(next); behind > m.cfg.ProbeInterval {
+			next = time.Now() // calls slower than their schedule: no burst to catch up
 		}
 	}
 }
@@ -764,16 +776,6 @@ func (m *multi) firstRound(ctx context.Context) {
 	if moved {
 		m.resync(ctx)
 	}
-}
-
-// jitterBelow spreads d over [0.75d, d]: a probe round is never longer than
-// ProbeInterval (plus its calls), the bound the README gives for work whose
-// announcement was missed.
-func jitterBelow(d time.Duration) time.Duration {
-	if d < 4 {
-		return d
-	}
-	return d - rand.N(d/4)
 }
 
 func (m *multi) stopAll() {
