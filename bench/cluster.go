@@ -62,7 +62,7 @@ func (r clusterRow) String() string {
 // one figure here swings ±30% between runs) and writes cluster.md to dir with
 // each figure's median and range.
 func runClusterBench(ctx context.Context, p params, dir string) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := exec.LookPath(redisfind.Binary())
 	if err != nil {
 		fatal(fmt.Errorf("-cluster starts its own redis-server processes: %w", err))
 	}

@@ -85,7 +85,11 @@ func main() {
 	scaleOnly := flag.Bool("scale", false, "only the scale curves (depth, lanes, segments, consumers)")
 	queues := flag.Bool("queues", false, "only many queues: one MultiConsumer over 10,000 and over 100 queues (pool of 64) beside a single queue's Consumer")
 	rounds := flag.Int("rounds", 0, "interleaved rounds of the systems, also with -e2e (default 3, -full 5, -quick 1; -cluster and -queues keep their own)")
+	server := flag.String("server", "", "the server binary to start (redis-server, the default, or valkey-server; PRIOQ_SERVER says the same); ignored with PRIOQ_REDIS_ADDR")
 	flag.Parse()
+	if *server != "" {
+		os.Setenv(redisfind.ServerEnv, *server)
+	}
 	if *reportFrom != "" {
 		rereport(*reportFrom, *out)
 		return
@@ -144,7 +148,7 @@ func main() {
 	version, _ := redisfind.Version(srv.Addr)
 	m := machine{Redis: version, RedisFrom: srv.How, Cores: runtime.NumCPU(), Go: runtime.Version(),
 		OS: runtime.GOOS + "/" + runtime.GOARCH, Date: time.Now().UTC().Format(time.RFC3339)}
-	fmt.Fprintf(os.Stderr, "bench: Redis %s from %s; %d cores; %s\n", m.Redis, m.RedisFrom, m.Cores, m.Go)
+	fmt.Fprintf(os.Stderr, "bench: server %s from %s; %d cores; %s\n", m.Redis, m.RedisFrom, m.Cores, m.Go)
 
 	// One pool for every system: room for 64 blocking consumers and more.
 	// radix pings Size/5 connections per second by default; that is the

@@ -185,7 +185,7 @@ func markdown(r *report) string {
 	} else {
 		fmt.Fprintf(&b, "## prioq benchmark (%s; one round)\n\n", profile)
 	}
-	fmt.Fprintf(&b, "Redis %s (%s); %d cores; %s %s; %s. %d messages of 64 bytes per throughput run, %d producers, %d workers (batched: %d workers × %d).\n\n",
+	fmt.Fprintf(&b, "Server %s (%s); %d cores; %s %s; %s. %d messages of 64 bytes per throughput run, %d producers, %d workers (batched: %d workers × %d).\n\n",
 		m.Redis, m.RedisFrom, m.Cores, m.Go, m.OS, m.Date, r.Params.Messages, r.Params.Producers, r.Params.Workers, r.Params.BatchWorkers, r.Params.Batch)
 	if rounds > 1 {
 		fmt.Fprintf(&b, "Every system ran once in each of %d interleaved rounds (A B C … A B C …). Each figure is its median over the rounds, "+
