@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // Rate limits bound how many messages are taken (delivered) in any window
@@ -58,44 +57,7 @@ func (r Rate) String() string {
 }
 
 // validate checks r: ErrInvalidOption, with what is wrong.
-func (r Rate) validate() error {
-	switch {
-	case r.N == 0 && r.Per == 0:
-		return nil
-	case r.N < 1 || r.N > MaxRate:
-		return fmt.Errorf("%w: rate of %d messages (want 1..%d, or 0 for none)", ErrInvalidOption, r.N, MaxRate)
-	case r.Per < time.Millisecond || r.Per > 24*time.Hour || r.Per%time.Millisecond != 0:
-		return fmt.Errorf("%w: rate window %v (want whole milliseconds, 1ms..24h)", ErrInvalidOption, r.Per)
-	}
-	return nil
-}
-
-// fmtLimit is a limit as the scripts read it (lib.lua limit_of): "K R P",
-// P in ms; "" for no limit at all.
-func fmtLimit(concurrency int, r Rate) string {
-	if concurrency == 0 && r.N == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d %d %d", concurrency, r.N, r.Per.Milliseconds())
-}
-
-// parseLimit reads what fmtLimit wrote (or a concurrency alone, as the
-// first version of groups did); zero values for what does not parse.
-func parseLimit(v string) (concurrency int, r Rate) {
-	f := strings.Fields(v)
-	if len(f) == 0 {
-		return 0, Rate{}
-	}
-	concurrency, _ = strconv.Atoi(f[0])
-	if len(f) == 3 {
-		n, err1 := strconv.Atoi(f[1])
-		ms, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 == nil && err2 == nil && n > 0 && ms > 0 {
-			r = Rate{N: n, Per: time.Duration(ms) * time.Millisecond}
-		}
-	}
-	return max(concurrency, 0), r
-}
+func (r Rate) validate() error { return store.Rate(r).Validate() }
 
 // SetRateLimit bounds how many messages of the whole queue are taken in any
 // window of r.Per (the zero Rate removes the bound): see the package's rate
@@ -116,18 +78,15 @@ func (q *Queue) SetRateLimit(ctx context.Context, r Rate) error {
 	if r.N > 0 && r.N < k {
 		return fmt.Errorf("%w: rate of %d messages for %d shards (want at least one per shard)", ErrInvalidOption, r.N, k)
 	}
-	return q.eachShard(func(i int, s *shard) error {
-		var err error
-		if r.N == 0 {
-			err = s.do(ctx, radix.Cmd(nil, "DEL", s.k.rate))
-		} else {
-			share := Rate{N: r.N / k, Per: r.Per}
+	return q.eachShard(func(i int, s *store.Shard) error {
+		var share store.Rate
+		if r.N > 0 {
+			share = store.Rate{N: r.N / k, Per: r.Per}
 			if i < r.N%k {
 				share.N++
 			}
-			err = s.do(ctx, radix.Cmd(nil, "SET", s.k.rate, fmtLimit(0, share)))
 		}
-		if err != nil {
+		if err := s.SetRate(ctx, share); err != nil {
 			return fmt.Errorf("prioq: set rate limit of %q: %w", q.name, err)
 		}
 		return nil
@@ -138,12 +97,12 @@ func (q *Queue) SetRateLimit(ctx context.Context, r Rate) error {
 // SetRateLimit stored it: the sum of the shards' shares.
 func (q *Queue) RateLimit(ctx context.Context) (Rate, error) {
 	shares := make([]Rate, len(q.shards))
-	err := q.eachShard(func(i int, s *shard) error {
-		var v string
-		if err := s.do(ctx, radix.Cmd(&v, "GET", s.k.rate)); err != nil {
+	err := q.eachShard(func(i int, s *store.Shard) error {
+		r, err := s.Rate(ctx)
+		if err != nil {
 			return fmt.Errorf("prioq: rate limit of %q: %w", q.name, err)
 		}
-		_, shares[i] = parseLimit(v)
+		shares[i] = Rate(r)
 		return nil
 	})
 	var total Rate

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"context"
@@ -56,7 +56,7 @@ var errAbandoned = errors.New("redis call abandoned at its deadline")
 // after a short wait until the deadline: a resharding is routine work that
 // callers should not see. Pipelines and WithConn are their callers' to
 // retry (see retryRedirects): their commands are judged one by one.
-func (s *shard) do(ctx context.Context, a radix.Action) error {
+func (s *Shard) do(ctx context.Context, a radix.Action) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -101,7 +101,7 @@ func isRedirect(err error) bool {
 // redirect refuses any of its commands, within ctx's deadline (CallTimeout
 // when it has none): for pipelines that read, or whose writes are the same
 // done twice. build resets the receivers it writes into.
-func (s *shard) doPipeline(ctx context.Context, build func() *radix.Pipeline) error {
+func (s *Shard) doPipeline(ctx context.Context, build func() *radix.Pipeline) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -185,7 +185,7 @@ func doBounded(ctx context.Context, c Client, timeout time.Duration, a radix.Act
 // have every write made so far (this one included), up to WaitTimeout. When
 // fewer confirm, or WAIT fails, the write has still been made: write returns
 // an error wrapping ErrNotReplicated, and a's receivers hold its reply.
-func (s *shard) write(ctx context.Context, a radix.Action) error {
+func (s *Shard) write(ctx context.Context, a radix.Action) error {
 	err, notRepl := s.writeWait(ctx, a)
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func (s *shard) write(ctx context.Context, a radix.Action) error {
 // the others wrote nothing, so WAIT is sent after it too. It returns a's
 // error and, apart, the replication verdict (nil, or wrapping
 // ErrNotReplicated); without WaitReplicas the verdict is nil.
-func (s *shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl error) {
+func (s *Shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl error) {
 	want := s.cfg.WaitReplicas
 	if want <= 0 {
 		return s.do(ctx, a), nil
@@ -240,4 +240,18 @@ func (s *shard) writeWait(ctx context.Context, a radix.Action) (err, notRepl err
 		return aErr, fmt.Errorf("%w: %d of %d replicas confirmed within %v", ErrNotReplicated, got, want, s.cfg.WaitTimeout)
 	}
 	return aErr, nil
+}
+
+// SleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func SleepCtx(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d) }
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"context"

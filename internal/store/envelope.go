@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ const (
 	flagHeaders    = 1 << 1 // version 3 only
 )
 
-type envelope struct {
+type Envelope struct {
 	ID         string
 	Group      string // "" for none
 	CallerID   bool
@@ -73,8 +73,8 @@ const (
 	MaxHeaderBytes = 16 << 10
 )
 
-// validateHeaders checks h against the limits above.
-func validateHeaders(h map[string]string) error {
+// ValidateHeaders checks h against the limits above.
+func ValidateHeaders(h map[string]string) error {
 	if len(h) > MaxHeaders {
 		return fmt.Errorf("%w: %d headers (limit %d)", ErrInvalidHeader, len(h), MaxHeaders)
 	}
@@ -136,13 +136,13 @@ func readHeaders(b []byte) (map[string]string, []byte, error) {
 		}
 		h[key] = val
 	}
-	if validateHeaders(h) != nil || !bytes.Equal(appendHeaders(nil, h), b[:len(b)-len(rest)]) {
+	if ValidateHeaders(h) != nil || !bytes.Equal(appendHeaders(nil, h), b[:len(b)-len(rest)]) {
 		return nil, nil, fmt.Errorf("%w: headers not in canonical form", ErrCorrupt)
 	}
 	return h, rest, nil
 }
 
-func (e *envelope) encode() []byte {
+func (e *Envelope) Encode() []byte {
 	b := make([]byte, envHeaderLen, envHeaderLen+len(e.ID)+1+len(e.Group)+len(e.Payload)+e.headersSize())
 	b[0] = envVersion
 	if len(e.Headers) > 0 {
@@ -173,7 +173,7 @@ func (e *envelope) encode() []byte {
 }
 
 // headersSize is an upper bound of the encoded headers' size.
-func (e *envelope) headersSize() int {
+func (e *Envelope) headersSize() int {
 	if len(e.Headers) == 0 {
 		return 0
 	}
@@ -184,10 +184,10 @@ func (e *envelope) headersSize() int {
 	return n
 }
 
-// decodeEnvelope parses b. It never panics; anything it cannot read is ErrCorrupt.
+// DecodeEnvelope parses b. It never panics; anything it cannot read is ErrCorrupt.
 // The payload aliases b.
-func decodeEnvelope(b []byte) (envelope, error) {
-	var e envelope
+func DecodeEnvelope(b []byte) (Envelope, error) {
+	var e Envelope
 	if len(b) < envHeaderLen {
 		return e, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(b))
 	}

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"crypto/rand"
@@ -127,4 +127,60 @@ func lowerASCII(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// ValidateID accepts a message id: 1..128 bytes of printable ASCII without
+// spaces (ErrInvalidID).
+func ValidateID(id string) error { return validateID(id) }
+
+// ValidateCallerID is ValidateID for an id given by a caller: it also
+// refuses the form of generated ids.
+func ValidateCallerID(id string) error { return validateCallerID(id) }
+
+// IsGeneratedID reports whether id has the form of a generated id.
+func IsGeneratedID(id string) bool { return isGeneratedID(id) }
+
+// GeneratedID is a new generated id, stamped with now, for a message of
+// shard `shard` of a queue of `shards` shards: with more than one, the id
+// says its shard (shardID).
+func GeneratedID(now time.Time, shard, shards int) string {
+	id := newID(now)
+	if shards > 1 {
+		id = shardID(id, shard)
+	}
+	return id
+}
+
+// ShardOfID is the shard a generated id says it lives in, of a queue of
+// `shards` (0 when it says none, or one beyond them); generated is false
+// for an id of the caller's, whose shard the caller's routing decides.
+func ShardOfID(id string, shards int) (shard int, generated bool) {
+	if !isGeneratedID(id) {
+		return 0, false
+	}
+	if len(id) == generatedIDLen {
+		return 0, true
+	}
+	if n, ok := generatedShard(id); ok && n < shards {
+		return n, true
+	}
+	return 0, true
+}
+
+// maxGroupLen is the longest group key (the envelope keeps its length in
+// one byte).
+const maxGroupLen = 128
+
+// ValidateGroup checks a group key: 1..128 printable ASCII bytes, no space
+// (the rules of ids: it is part of key names and of the envelope).
+func ValidateGroup(g string) error { return validateGroup(g) }
+
+func validateGroup(g string) error {
+	if len(g) == 0 || len(g) > maxGroupLen {
+		return fmt.Errorf("%w: group of %d bytes (want 1..%d)", ErrInvalidOption, len(g), maxGroupLen)
+	}
+	if i := unprintable(g); i >= 0 {
+		return fmt.Errorf("%w: group has byte %#x at %d (want printable ASCII, no space)", ErrInvalidOption, g[i], i)
+	}
+	return nil
 }

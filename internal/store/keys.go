@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ import (
 //	                            alone, and every reader passes it over
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
 //	                            have no such lists: their segment N holds the messages,
-//	                            member seq‖envelope, score -priority (Layout.seqMembers)
+//	                            member seq‖Envelope, score -priority (Layout.seqMembers)
 //	prioq:{Q}:filled    ZSET    a queue of one shard and more than 8 lanes, Levels in
 //	                            AtLeastOnce mode or Range of format 4 (format 5): names the
 //	                            lanes holding messages, member N, score -N, and "*" (score
@@ -60,7 +60,7 @@ import (
 //	                            take.lua, removed when a lease ends (ack, retry, dead
 //	                            letter, expiry, release); its size is what the group's
 //	                            concurrency limit bounds. Built by the scripts from a
-//	                            lane key, and by Go (keySet.groupLeases)
+//	                            lane key, and by Go (KeySet.groupLeases)
 //	prioq:{Q}:gflight   ZSET    group -> the latest lease deadline (ms) a take gave one of
 //	                            its messages: the groups that may have messages in flight,
 //	                            which Queue.Groups counts (their gleases:G, not the
@@ -118,12 +118,12 @@ import (
 // prioq/i:{Q/k}: instead of prioq:{Q}: (shardKeySet, shardTags). A queue of
 // one shard is the layout above, byte for byte.
 //
-// The envelope is a versioned binary record (envelope.go); a lease token is
+// The envelope is a versioned binary record (Envelope.go); a lease token is
 // the take's server time, the message's place in the take and a random suffix
 // (lua/take.lua).
 
-// keySet holds a queue's key names: each field is the key of its name above.
-type keySet struct {
+// KeySet holds a queue's key names: each field is the key of its name above.
+type KeySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
 	filled                                         string
 	gready, gpark, glimits, gdue, gflight          string
@@ -178,7 +178,7 @@ func QueueOfMetaKey(key string) (string, bool) {
 
 // newKeySet is the key set of a queue of one shard: the queue's name is its
 // hash tag.
-func newKeySet(name string, lanes int) keySet {
+func newKeySet(name string, lanes int) KeySet {
 	p := keyPrefix + name + keyTagEnd
 	return keysAt(p, p+metaName, lanes)
 }
@@ -187,7 +187,7 @@ func newKeySet(name string, lanes int) keySet {
 // shardTags): every key of a one-shard queue, under the prefix
 // prioq/i:{tag}:, which no queue's own keys (prioq:{…}:) can take. The meta
 // key stays the queue's, prioq:{name}:meta, in the slot of the name.
-func shardKeySet(name string, i int, tag string, lanes int) keySet {
+func shardKeySet(name string, i int, tag string, lanes int) KeySet {
 	p := "prioq/" + strconv.Itoa(i) + ":{" + tag + keyTagEnd
 	return keysAt(p, keyPrefix+name+keyTagEnd+metaName, lanes)
 }
@@ -219,8 +219,8 @@ func shardTags(name string, n int) []string {
 }
 
 // keysAt builds the key names under prefix p.
-func keysAt(p, meta string, lanes int) keySet {
-	k := keySet{
+func keysAt(p, meta string, lanes int) KeySet {
+	k := KeySet{
 		meta:     meta,
 		ids:      p + "ids",
 		seq:      p + "seq",
@@ -268,26 +268,26 @@ func keysAt(p, meta string, lanes int) keySet {
 }
 
 // groupLeases is the key of the lease tokens of group g in flight.
-func (k keySet) groupLeases(g string) string { return k.prefix + groupLeasesTag + g }
+func (k KeySet) groupLeases(g string) string { return k.prefix + groupLeasesTag + g }
 
 // poke is consumer id's poke key (fanin.go waiter), a shard's.
-func (k keySet) poke(id string) string { return k.prefix + "poke:" + id }
+func (k KeySet) poke(id string) string { return k.prefix + "poke:" + id }
 
 // prioList is the key of the list of priority p (Range, format 4); the
 // scripts build the same name from a lane key (lua/lib.lua plist_key).
-func (k keySet) prioList(p int64) string {
+func (k KeySet) prioList(p int64) string {
 	return k.prefix + prioListTag + strconv.FormatInt(p, 10)
 }
 
 // slotKey is a key of the shard's own hash slot (the meta key is not, for a
 // queue of several shards): calls that must reach the shard's node, such as
 // a WAIT on the connection of a write, are routed by it.
-func (k keySet) slotKey() string { return k.seq }
+func (k KeySet) slotKey() string { return k.seq }
 
 func clip(s []string) []string { return s[:len(s):len(s)] }
 
 // all lists every key of the queue, for Purge-style operations and tests.
-func (k keySet) all() []string {
+func (k KeySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
 		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog}, k.lanes...)

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"fmt"
@@ -6,9 +6,8 @@ import (
 )
 
 // Layout says how a queue stores its ready messages. It is fixed when the queue
-// is created and stored in the queue's meta key.
-//
-// The zero Layout selects Levels(3).
+// is created and stored in the queue's meta key. The root's public Layout
+// wraps one; the zero Layout is none (the root selects its default).
 type Layout struct {
 	kind     layoutKind
 	levels   int
@@ -55,7 +54,7 @@ func Range(lo, hi int64, segments int) Layout {
 }
 
 // RangeSorted is Range with every message a member of its band's sorted set
-// (seq‖envelope, score -priority; the sequence number, from the queue's seq
+// (seq‖Envelope, score -priority; the sequence number, from the queue's seq
 // counter, makes ties FIFO): about 150 bytes per waiting message whatever
 // the priorities, but each enqueue runs a script (Redis CPU ~10× an RPUSH).
 // It is the form every Range queue had before storage format 4: Open of a
@@ -67,12 +66,11 @@ func RangeSorted(lo, hi int64, segments int) Layout {
 	return l
 }
 
-func (l Layout) withDefaults() Layout {
-	if l.kind == 0 {
-		return Levels(DefaultLevels)
-	}
-	return l
-}
+// IsZero reports whether l is the zero Layout (none chosen).
+func (l Layout) IsZero() bool { return l.kind == 0 }
+
+// Validate refuses a layout that cannot be built (ErrInvalidLayout).
+func (l Layout) Validate() error { return l.validate() }
 
 func (l Layout) validate() error {
 	switch l.kind {
@@ -124,6 +122,30 @@ func (l Layout) defaultPriority() int64 {
 		return l.lo
 	}
 	return 0
+}
+
+// IsRange, Lowest, Highest, Lanes, LaneOf and DefaultPriority are the
+// layout's figures for the layers above (see their lower-case forms).
+func (l Layout) IsRange() bool               { return l.isRange() }
+func (l Layout) Lowest() int64               { return l.lowest() }
+func (l Layout) Highest() int64              { return l.highest() }
+func (l Layout) Lanes() int                  { return l.lanes() }
+func (l Layout) LaneOf(p int64) (int, error) { return l.laneOf(p) }
+func (l Layout) DefaultPriority() int64      { return l.defaultPriority() }
+
+// SeqMembers reports whether the segments of a Range hold seq‖envelope
+// members (RangeSorted, and Range stored before format 4).
+func (l Layout) SeqMembers() bool { return l.seqMembers }
+
+// Unfilled reports whether Open found the queue stored before its filled
+// index existed (format 5): no index names its lanes.
+func (l Layout) Unfilled() bool { return l.unfilled }
+
+// Stored is the layout as users see it: without the marks of how Open found
+// it stored (unfilled) that String ignores too.
+func (l Layout) Stored() Layout {
+	l.unfilled = false
+	return l
 }
 
 // String gives the layout as it is written in the meta key and in errors.

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // once here. luaConstants writes them (and the envelope's offsets) into the
 // prelude of every script, so that the scripts use these names and cannot
 // drift from the Go side; protocol_test.go checks a script reads an
-// envelope the way decodeEnvelope does.
+// envelope the way DecodeEnvelope does.
 const (
 	// unknownLane is the lane field of a dead letter whose record no longer
 	// said where it was (its routing did not parse): never requeued.

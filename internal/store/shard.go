@@ -1,17 +1,18 @@
-package prioq
+package store
 
 import (
 	"context"
+	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
 
-// Client is what prioq needs from a Redis client: radix's Pool and Conn
+// Client is what a shard needs from a Redis client: radix's Pool and Conn
 // (radix.Client) and its Cluster and Sentinel clients (radix.MultiClient) all
-// satisfy it. Blocking calls take a connection of their own for their duration:
-// see Consumer for how to size a pool.
+// satisfy it, and so does the root's prioq.Client (the same method).
 type Client interface {
 	Do(context.Context, radix.Action) error
 }
@@ -21,29 +22,75 @@ var (
 	_ Client = radix.MultiClient(nil)
 )
 
-// A shard is the part of a queue under one Redis Cluster hash tag: its keys
+// Mode is a queue's delivery mode (the root's prioq.Mode, same values).
+type Mode uint8
+
+const (
+	// AtLeastOnce leases every message taken (take.lua), and a lease that
+	// ends unacknowledged delivers it again.
+	AtLeastOnce Mode = iota
+	// AtMostOnce hands whole messages out, without a lease.
+	AtMostOnce
+)
+
+// String is the mode as the meta key stores it.
+func (m Mode) String() string {
+	switch m {
+	case AtLeastOnce:
+		return "at-least-once"
+	case AtMostOnce:
+		return "at-most-once"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Config is what a shard needs of its queue's settings, defaults applied:
+// the root converts its public Config into one per queue, in Open, and every
+// shard of the queue shares it. Open may still mark its Layout (SeqMembers,
+// Unfilled: what the meta key says the queue stores); after Open it is
+// read-only.
+type Config struct {
+	Layout        Layout
+	Mode          Mode
+	MaxAttempts   int // deliveries before the dead letters (fail.lua, sweep.lua)
+	PromoteBatch  int // messages one promotion moves at most
+	CallTimeout   time.Duration
+	WaitReplicas  int // with WaitTimeout: see write (call.go)
+	WaitTimeout   time.Duration
+	Shards        int  // of the queue
+	AllowEviction bool // checkEviction accepts an allkeys-* policy
+	Logger        *slog.Logger
+
+	// Backoff is the queue's retry backoff: not used here, carried for the
+	// root's Message.Retry, which reaches a queue's settings through the
+	// shard its message came from.
+	Backoff func(attempts int) time.Duration
+}
+
+// A Shard is the part of a queue under one Redis Cluster hash tag: its keys
 // (keys.go) and every Redis call made on them, in the files of their
-// concepts (take.go, lease.go, producer.go, sweeper.go, promoter.go, dead.go,
-// queue.go; call.go for the calls themselves). Every script and pipeline
-// prioq sends touches the keys of one shard, which is what makes it legal on
-// a cluster. A Queue has one shard: its hash tag is the queue's name.
+// concepts (take.go, lease.go, send.go, sweep.go, promote.go, dead.go,
+// ops.go, stats.go, meta.go; call.go for the calls themselves). Every script
+// and pipeline prioq sends touches the keys of one shard, which is what
+// makes it legal on a cluster. A queue of one shard has its name as its
+// hash tag.
 //
 // A shard merges the concurrent single calls made on it (coalesce.go), and
 // errors it returns name the queue.
-type shard struct {
+type Shard struct {
 	c    Client
 	name string  // the queue's name, for errors and logs
-	cfg  *Config // the queue's, defaults applied; read-only
-	k    keySet
+	cfg  *Config // the queue's, defaults applied; read-only after Open
+	k    KeySet
 
 	// Merged calls: single enqueues (producer.go), acks of messages with
 	// generated ids (a pipeline) and with caller ids (ack.lua) (lease.go),
 	// takes (take.go).
-	plain *coalescer[prepared, plainResult]
+	plain *coalescer[Item, plainResult]
 	// grouped merges single enqueues of messages of a group (enqueue.lua).
-	grouped *coalescer[prepared, plainResult]
-	acks    *coalescer[ackReq, error]
-	idAcks  *coalescer[ackReq, error]
+	grouped *coalescer[Item, plainResult]
+	acks    *coalescer[AckReq, error]
+	idAcks  *coalescer[AckReq, error]
 	takes   takeMergers
 
 	brokenLogged atomic.Int64 // unix ns of the last log of broken lanes (take.go)
@@ -62,19 +109,19 @@ type shard struct {
 	pubRefused atomic.Bool
 
 	// blockUse counts the blocking commands waiting on its node's pool
-	// (pool.go), set by the first consumer.
-	blockUse atomic.Pointer[poolUse]
+	// (the root's pool.go), set by the first consumer (CountBlocking).
+	blockUse atomic.Pointer[atomic.Int64]
 }
 
-func newShard(c Client, name string, cfg *Config, k keySet) *shard {
-	s := &shard{c: c, name: name, cfg: cfg, k: k}
-	s.plain = &coalescer[prepared, plainResult]{size: func(p prepared) int { return len(p.env) },
+func newShard(c Client, name string, cfg *Config, k KeySet) *Shard {
+	s := &Shard{c: c, name: name, cfg: cfg, k: k}
+	s.plain = &coalescer[Item, plainResult]{size: func(p Item) int { return len(p.Env) },
 		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
-	s.grouped = &coalescer[prepared, plainResult]{size: func(p prepared) int { return len(p.env) },
+	s.grouped = &coalescer[Item, plainResult]{size: func(p Item) int { return len(p.Env) },
 		maxItems: maxMergedEnqueues, maxBytes: maxMergedEnqueueBytes, timeout: cfg.CallTimeout}
-	s.acks = &coalescer[ackReq, error]{size: func(ackReq) int { return 1 },
+	s.acks = &coalescer[AckReq, error]{size: func(AckReq) int { return 1 },
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
-	s.idAcks = &coalescer[ackReq, error]{size: func(ackReq) int { return 1 },
+	s.idAcks = &coalescer[AckReq, error]{size: func(AckReq) int { return 1 },
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
 	s.takes.byLease = make(map[time.Duration]*coalescer[int, takeResult])
 	return s
@@ -82,11 +129,11 @@ func newShard(c Client, name string, cfg *Config, k keySet) *shard {
 
 // eval is the call of fenced script sc with keys and args: keys and the
 // shard's fence (see script), in the shard's slot.
-func (s *shard) eval(sc script, rcv any, keys []string, args ...string) radix.Action {
+func (s *Shard) eval(sc script, rcv any, keys []string, args ...string) radix.Action {
 	return sc.es.Cmd(rcv, append(clip(keys), s.k.fence), args...)
 }
 
-func (s *shard) kind() string {
+func (s *Shard) kind() string {
 	switch {
 	case s.filled() && s.lists():
 		return argKindListsFilled
@@ -100,7 +147,7 @@ func (s *shard) kind() string {
 	return argKindLevels
 }
 
-func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
+func (s *Shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 
 // filled reports whether the queue's lanes are named in its filled index
 // (keys.go, format 5): more than filledLanes lanes, one shard (a shard's
@@ -108,7 +155,7 @@ func (s *shard) isRange() bool { return s.cfg.Layout.kind == kindRange }
 // stored before (Layout.unfilled), and Range of format 4 or AtLeastOnce
 // Levels: their consumers take with take.lua (AtMostOnce Levels consumers
 // block on the lanes themselves).
-func (s *shard) filled() bool {
+func (s *Shard) filled() bool {
 	l := s.cfg.Layout
 	if l.unfilled || s.cfg.Shards > 1 || l.lanes() <= filledLanes {
 		return false
@@ -118,7 +165,7 @@ func (s *shard) filled() bool {
 
 // lists reports whether the queue is a Range queue of format 4: a list per
 // priority, named by its segment's index (keys.go).
-func (s *shard) lists() bool { return s.isRange() && !s.cfg.Layout.seqMembers }
+func (s *Shard) lists() bool { return s.isRange() && !s.cfg.Layout.seqMembers }
 
 // wakes reports whether writes that make work ready arm the wake-up set: for
 // AtLeastOnce consumers, and for every consumer of a queue of several shards
@@ -127,12 +174,12 @@ func (s *shard) lists() bool { return s.isRange() && !s.cfg.Layout.seqMembers }
 // A Range queue of format 4 always: no blocking pop can take a priority's
 // name and its list's head together, so its AtMostOnce consumers wait on the
 // wake-up set and take with take.lua, without a lease.
-func (s *shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 || s.lists() }
+func (s *Shard) wakes() bool { return s.cfg.Mode == AtLeastOnce || s.cfg.Shards > 1 || s.lists() }
 
 // armFlag is the scripts' arm flag: argNo (AtMostOnce, one shard: consumers
 // block on the lanes), argYes (arm the wake-up set), argSharded (that, and
 // the sched key is a sorted set: a shard of a queue of several).
-func (s *shard) armFlag() string {
+func (s *Shard) armFlag() string {
 	switch {
 	case s.cfg.Shards > 1:
 		return argSharded
@@ -143,16 +190,16 @@ func (s *shard) armFlag() string {
 }
 
 // sharded reports whether s is a shard of a queue of several.
-func (s *shard) sharded() bool { return s.cfg.Shards > 1 }
+func (s *Shard) sharded() bool { return s.cfg.Shards > 1 }
 
 // decodeLaneEntry decodes what a lane holds: the envelope itself in a level
 // list, seq‖envelope in a segment.
-func (s *shard) decodeLaneEntry(b []byte) (envelope, error) {
+func (s *Shard) decodeLaneEntry(b []byte) (Envelope, error) {
 	if s.isRange() && !s.lists() {
 		var err error
 		if b, err = segmentEnvelope(b); err != nil {
-			return envelope{}, err
+			return Envelope{}, err
 		}
 	}
-	return decodeEnvelope(b)
+	return DecodeEnvelope(b)
 }

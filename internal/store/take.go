@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func leaseSuffix() string {
 // deadline the message carries is lease after this host's monotonic clock
 // before the call: no later than the server's, whatever the host's wall
 // clock says, so a handler's context never outlives its lease.
-func (s *shard) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Message, paused bool, err error) {
+func (s *Shard) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Delivery, paused bool, err error) {
 	r, err := s.takeFrom(ctx, takeArgs{lanes: lanes, n: n, lease: lease})
 	return r.msgs, r.paused, err
 }
@@ -50,7 +50,7 @@ type takeArgs struct {
 // takeReply is what a take got, with the best priority left in the shard's
 // lanes (hasTop false: none, or not asked).
 type takeReply struct {
-	msgs    []*Message
+	msgs    []*Delivery
 	paused  bool
 	top     int64
 	hasTop  bool
@@ -61,7 +61,7 @@ type takeReply struct {
 }
 
 // takeFrom runs take.lua with a; see take.
-func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
+func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
 	// The filled index serves a take over every lane, highest first, with
 	// no floor, no lane limit and no top asked: KEYS[5] is then the index.
 	viaFilled := a.guess && s.filled() && a.popLanes == 0 && a.floor == "" && !a.top
@@ -140,7 +140,7 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 				r.dropped = append(r.dropped, fmt.Errorf("prioq: receive from %q: dropped entry of lane %s: %w", s.name, first, derr))
 				continue
 			}
-			m := newMessage(e, s)
+			m := newDelivery(e, s)
 			m.Attempts = 0
 			m.raw, m.lane = member, lane
 			r.msgs = append(r.msgs, m)
@@ -152,7 +152,7 @@ func (s *shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 			s.bury(ctx, first, derr)
 			continue
 		}
-		m := newMessage(e, s)
+		m := newDelivery(e, s)
 		m.Attempts++ // the stored count is of the deliveries before this one
 		m.token, m.deadline, m.raw = first, deadline, member
 		r.msgs = append(r.msgs, m)
@@ -173,7 +173,7 @@ const brokenLogEvery = time.Minute
 // lane keys of the wrong type (their messages wait until the keys are
 // mended), or met entries of a Range segment's index that name no priority
 // (each moved to the dead letters alone: lua/take.lua set_aside).
-func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
+func (s *Shard) logBrokenLanes(ctx context.Context, keys string) {
 	now := time.Now().UnixNano()
 	last := s.brokenLogged.Load()
 	if now-last < int64(brokenLogEvery) || !s.brokenLogged.CompareAndSwap(last, now) {
@@ -192,7 +192,7 @@ func (s *shard) logBrokenLanes(ctx context.Context, keys string) {
 // after it queued, is dropped and returns an error; one sent is waited for
 // whatever ctx does, because its leased messages must reach their asker
 // (each merged call has CallTimeout).
-func (s *shard) takeMerged(ctx context.Context, n int, lease time.Duration) takeResult {
+func (s *Shard) takeMerged(ctx context.Context, n int, lease time.Duration) takeResult {
 	s.takes.mu.Lock()
 	c := s.takes.byLease[lease]
 	if c == nil {
@@ -212,7 +212,7 @@ type takeMergers struct {
 }
 
 type takeResult struct {
-	msgs    []*Message
+	msgs    []*Delivery
 	limited time.Duration // takeReply's: the queue is at its rate limit
 	dropped []error       // takeReply's (AtMostOnce), given to one asker only
 	err     error
@@ -220,7 +220,7 @@ type takeResult struct {
 
 // takeFor makes one take for askers wanting ns[i] messages each and shares
 // out what it got, in order.
-func (s *shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
+func (s *Shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
 	total := 0
 	for _, n := range ns {
 		total += n

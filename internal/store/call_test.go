@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"context"
@@ -80,22 +80,4 @@ func TestDoBounded(t *testing.T) {
 		assert.GreaterOrEqual(t, took, 10*time.Millisecond+abandonGrace)
 		assert.Less(t, took, 10*time.Millisecond+abandonGrace+time.Second)
 	})
-}
-
-// A WaitTimeout under a millisecond was sent as "WAIT n 0", which waits
-// forever: every write then took the whole CallTimeout. Open refuses it.
-func TestSubMillisecondWaitTimeoutIsRefused(t *testing.T) {
-	ctx := ctxT(t, 10*time.Second)
-	_, err := Open(ctx, newClient(t), queueName(t), Config{WaitReplicas: 1, WaitTimeout: 500 * time.Microsecond,
-		CallTimeout: 2 * time.Second})
-	assert.ErrorIs(t, err, ErrInvalidOption)
-
-	// And should one get through, WAIT's timeout rounds up: 1 ms, not 0.
-	cl := ownPool(t, ownServer(t), 4) // no replica
-	q := openQueue(t, cl, Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond, CallTimeout: 2 * time.Second})
-	q.cfg.WaitTimeout = 500 * time.Microsecond
-	start := time.Now()
-	_, err = q.Enqueue(ctx, []byte("x"))
-	assert.ErrorIs(t, err, ErrNotReplicated)
-	assert.Less(t, time.Since(start), 500*time.Millisecond)
 }

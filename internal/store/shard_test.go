@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"testing"
@@ -10,27 +10,27 @@ import (
 // A level list and a priority's list hold envelopes; a segment of format 2
 // holds an 8-byte sequence, then the envelope.
 func TestDecodeLaneEntry(t *testing.T) {
-	env := (&envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).encode()
+	env := (&Envelope{ID: "abc", Priority: 2, Payload: []byte("p")}).Encode()
 	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
-	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: seqRange(0, 9, 2)})
-	e, err := sh(pureQueue(Config{Layout: Range(0, 9, 2)})).decodeLaneEntry(env)
+	levels, rng := pureShard(Levels(3)), pureShard(RangeSorted(0, 9, 2))
+	e, err := pureShard(Range(0, 9, 2)).decodeLaneEntry(env)
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID, "a Range queue of format 4")
 
-	e, err = sh(levels).decodeLaneEntry(env)
+	e, err = levels.decodeLaneEntry(env)
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID)
-	e, err = sh(rng).decodeLaneEntry(append(seq, env...))
+	e, err = rng.decodeLaneEntry(append(seq, env...))
 	require.NoError(t, err)
 	assert.Equal(t, "abc", e.ID)
 	assert.Equal(t, []byte("p"), e.Payload)
 
-	_, err = sh(levels).decodeLaneEntry(append(seq, env...))
+	_, err = levels.decodeLaneEntry(append(seq, env...))
 	assert.ErrorIs(t, err, ErrCorrupt, "a segment member in a level list")
-	_, err = sh(rng).decodeLaneEntry(env)
+	_, err = rng.decodeLaneEntry(env)
 	assert.ErrorIs(t, err, ErrCorrupt, "an envelope without its sequence in a segment")
-	_, err = sh(rng).decodeLaneEntry(seq[:7])
+	_, err = rng.decodeLaneEntry(seq[:7])
 	assert.ErrorIs(t, err, ErrCorrupt)
-	_, err = sh(rng).decodeLaneEntry(nil)
+	_, err = rng.decodeLaneEntry(nil)
 	assert.ErrorIs(t, err, ErrCorrupt)
 }

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"context"
@@ -30,22 +30,22 @@ return {id, caller and 1 or 0, a, with_attempts(ARGV[1], off, a + 1)}`)
 	for _, tc := range []struct {
 		name   string
 		prefix string
-		e      envelope
+		e      Envelope
 	}{
-		{"generated id", "", envelope{ID: "01ABCDEFGH", Priority: -5, EnqueuedMs: 1700000000123, Attempts: 0, Payload: []byte("p")}},
-		{"caller id, many attempts", "", envelope{ID: "order-77", CallerID: true, Priority: 1 << 40, EnqueuedMs: 1, Attempts: 1<<24 + 3, Payload: []byte("payload|with|bars")}},
-		{"longest id, seq in front", "\x00\x00\x00\x00\x00\x00\x01\x02", envelope{ID: strings.Repeat("z", maxIDLen), CallerID: true, Attempts: 41, Payload: []byte{0}}},
+		{"generated id", "", Envelope{ID: "01ABCDEFGH", Priority: -5, EnqueuedMs: 1700000000123, Attempts: 0, Payload: []byte("p")}},
+		{"caller id, many attempts", "", Envelope{ID: "order-77", CallerID: true, Priority: 1 << 40, EnqueuedMs: 1, Attempts: 1<<24 + 3, Payload: []byte("payload|with|bars")}},
+		{"longest id, seq in front", "\x00\x00\x00\x00\x00\x00\x01\x02", Envelope{ID: strings.Repeat("z", maxIDLen), CallerID: true, Attempts: 41, Payload: []byte{0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			require.NoError(t, c.Do(ctx, script.Cmd(&got, nil, tc.prefix+string(tc.e.encode()), itoa(len(tc.prefix)))))
+			require.NoError(t, c.Do(ctx, script.Cmd(&got, nil, tc.prefix+string(tc.e.Encode()), itoa(len(tc.prefix)))))
 			require.Len(t, got, 4)
 			assert.Equal(t, tc.e.ID, got[0])
 			assert.Equal(t, map[bool]string{true: "1", false: "0"}[tc.e.CallerID], got[1])
 			assert.Equal(t, itoa(int(tc.e.Attempts)), got[2])
 			out := got[3]
 			require.True(t, strings.HasPrefix(out, tc.prefix))
-			back, err := decodeEnvelope([]byte(out[len(tc.prefix):]))
+			back, err := DecodeEnvelope([]byte(out[len(tc.prefix):]))
 			require.NoError(t, err)
 			want := tc.e
 			want.Attempts++
@@ -113,4 +113,14 @@ func TestLeaseMs(t *testing.T) {
 		assert.Equal(t, tc.want, leaseMs(tc.d), tc.d.String())
 	}
 	assert.Equal(t, "-42", fmtInt(-42))
+}
+
+func TestCeilMs(t *testing.T) {
+	base := time.UnixMilli(1000)
+	assert.Equal(t, int64(1000), ceilMs(base))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Nanosecond)))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond-time.Nanosecond)))
+	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond)))
+	assert.Equal(t, int64(0), ceilMs(time.UnixMilli(0)))
+	assert.Equal(t, int64(-5), ceilMs(time.UnixMilli(-5).Add(-time.Nanosecond)), "before 1970 too")
 }

@@ -1,4 +1,4 @@
-package prioq
+package store
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // The stored form is read by the Lua scripts at fixed offsets: every byte of
 // it is pinned here.
 func TestEnvelopeEncodeLayout(t *testing.T) {
-	e := envelope{ID: "ab", CallerID: true, Priority: -2, EnqueuedMs: 0x0102030405060708,
+	e := Envelope{ID: "ab", CallerID: true, Priority: -2, EnqueuedMs: 0x0102030405060708,
 		Attempts: 0x0a0b0c0d, Payload: []byte("xyz")}
 	want := []byte{
 		1,                                              // version
@@ -24,16 +24,16 @@ func TestEnvelopeEncodeLayout(t *testing.T) {
 		2, 'a', 'b', // id length, id
 		'x', 'y', 'z', // payload
 	}
-	assert.Equal(t, want, e.encode())
+	assert.Equal(t, want, e.Encode())
 	assert.Equal(t, 18, envOffAttempt)
 	assert.Equal(t, 23, envHeaderLen)
 
 	e.CallerID = false
-	assert.Equal(t, byte(0), e.encode()[1], "flags without a caller id")
+	assert.Equal(t, byte(0), e.Encode()[1], "flags without a caller id")
 }
 
 func TestEnvelopeRoundTrip(t *testing.T) {
-	for _, e := range []envelope{
+	for _, e := range []Envelope{
 		{ID: "a", Payload: []byte{0}},
 		{ID: "order-1", CallerID: true, Priority: 7, EnqueuedMs: 1700000000123, Attempts: 3, Payload: []byte("hello")},
 		{ID: "min", Priority: -1 << 63, EnqueuedMs: -1 << 63, Payload: []byte("p")},
@@ -41,24 +41,24 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		{ID: strings.Repeat("i", maxIDLen), Payload: bytes.Repeat([]byte{0xff, 0}, 1000)},
 		{ID: "!~", Payload: []byte("\x00\r\n|")},
 	} {
-		b := e.encode()
+		b := e.Encode()
 		require.Len(t, b, envHeaderLen+len(e.ID)+len(e.Payload))
-		got, err := decodeEnvelope(b)
+		got, err := DecodeEnvelope(b)
 		require.NoError(t, err, "%q", e.ID)
 		assert.Equal(t, e, got)
 		assert.Equal(t, e.ID, envelopeID(b))
 	}
 }
 
-// Every way a stored envelope can be broken is ErrCorrupt, never a panic.
+// Every way a stored Envelope can be broken is ErrCorrupt, never a panic.
 func TestEnvelopeDecodeCorrupt(t *testing.T) {
-	good := (&envelope{ID: "abc", Priority: 1, Payload: []byte("p")}).encode()
+	good := (&Envelope{ID: "abc", Priority: 1, Payload: []byte("p")}).Encode()
 	with := func(i int, v byte) []byte {
 		b := bytes.Clone(good)
 		b[i] = v
 		return b
 	}
-	longID := (&envelope{ID: strings.Repeat("i", maxIDLen+1), Payload: []byte("p")}).encode()
+	longID := (&Envelope{ID: strings.Repeat("i", maxIDLen+1), Payload: []byte("p")}).Encode()
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -82,23 +82,23 @@ func TestEnvelopeDecodeCorrupt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NotPanics(t, func() {
-				_, err := decodeEnvelope(tc.b)
+				_, err := DecodeEnvelope(tc.b)
 				assert.ErrorIs(t, err, ErrCorrupt)
 			})
 		})
 	}
 	// Every prefix short of the last byte is corrupt; the whole decodes.
 	for n := 0; n < len(good); n++ {
-		_, err := decodeEnvelope(good[:n])
+		_, err := DecodeEnvelope(good[:n])
 		assert.ErrorIs(t, err, ErrCorrupt, "prefix of %d bytes", n)
 	}
-	_, err := decodeEnvelope(good)
+	_, err := DecodeEnvelope(good)
 	assert.NoError(t, err)
 }
 
-// envelopeID reads the id of an envelope that may not decode, or "".
+// envelopeID reads the id of an Envelope that may not decode, or "".
 func TestEnvelopeID(t *testing.T) {
-	good := (&envelope{ID: "abc", Payload: []byte("p")}).encode()
+	good := (&Envelope{ID: "abc", Payload: []byte("p")}).Encode()
 	with := func(i int, v byte) []byte {
 		b := bytes.Clone(good)
 		b[i] = v
@@ -124,19 +124,19 @@ func TestEnvelopeID(t *testing.T) {
 }
 
 func FuzzEnvelopeDecode(f *testing.F) {
-	good := (&envelope{ID: "abc", CallerID: true, Priority: -7, EnqueuedMs: 1700000000000, Attempts: 3, Payload: []byte("hello")}).encode()
+	good := (&Envelope{ID: "abc", CallerID: true, Priority: -7, EnqueuedMs: 1700000000000, Attempts: 3, Payload: []byte("hello")}).Encode()
 	f.Add(good)
-	f.Add((&envelope{ID: "abc", Headers: map[string]string{"a": "1", "traceparent": "00-x"}, Payload: []byte("p")}).encode())
+	f.Add((&Envelope{ID: "abc", Headers: map[string]string{"a": "1", "traceparent": "00-x"}, Payload: []byte("p")}).Encode())
 	f.Add(good[:envHeaderLen])
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEnvelope(b)
+		e, err := DecodeEnvelope(b)
 		if err != nil {
 			return
 		}
 		// Whatever decodes must encode back to the same bytes.
-		if again := e.encode(); !bytes.Equal(again, b) {
+		if again := e.Encode(); !bytes.Equal(again, b) {
 			t.Fatalf("round trip changed %x into %x", b, again)
 		}
 	})
@@ -149,14 +149,14 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 		if validateID(id) != nil || len(payload) == 0 {
 			t.Skip()
 		}
-		in := envelope{ID: id, CallerID: caller, Priority: prio, EnqueuedMs: ms, Attempts: attempts, Payload: payload}
+		in := Envelope{ID: id, CallerID: caller, Priority: prio, EnqueuedMs: ms, Attempts: attempts, Payload: payload}
 		if len(payload)%2 == 0 { // half of the cases carry headers made of the inputs
 			in.Headers = map[string]string{"id": id, "payload": string(payload)}
 		}
 		if attempts%3 == 0 { // a third a group (the id as group)
 			in.Group = id
 		}
-		out, err := decodeEnvelope(in.encode())
+		out, err := DecodeEnvelope(in.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,12 +172,12 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 // (version 1), so old messages decode and new ones cost nothing extra; with
 // headers it is version 2 and the headers come back as they went in.
 func TestEnvelopeHeaders(t *testing.T) {
-	plain := envelope{ID: "m-1", Priority: 4, EnqueuedMs: 99, Attempts: 2, Payload: []byte("body")}
-	v1 := plain.encode()
+	plain := Envelope{ID: "m-1", Priority: 4, EnqueuedMs: 99, Attempts: 2, Payload: []byte("body")}
+	v1 := plain.Encode()
 	// The version 1 layout written by hand, as prioq before headers wrote it.
 	old := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 0, 2, 3}, "m-1body"...)
 	assert.Equal(t, old, v1, "no headers: version 1, byte for byte")
-	got, err := decodeEnvelope(old)
+	got, err := DecodeEnvelope(old)
 	require.NoError(t, err)
 	assert.Zero(t, len(got.Headers))
 	assert.True(t, got.Headers == nil, "no map when there are no headers")
@@ -185,20 +185,20 @@ func TestEnvelopeHeaders(t *testing.T) {
 
 	with := plain
 	with.Headers = map[string]string{"traceparent": "00-abc-01", "tenant": "", "z": strings.Repeat("v", 300)}
-	b := with.encode()
+	b := with.Encode()
 	assert.Equal(t, byte(2), b[0])
 	assert.Equal(t, v1[1:envHeaderLen+3], b[1:envHeaderLen+3], "the fixed part, read by Lua, is unchanged")
-	got, err = decodeEnvelope(b)
+	got, err = DecodeEnvelope(b)
 	require.NoError(t, err)
 	assert.Equal(t, with.Headers, got.Headers)
 	assert.Equal(t, "body", string(got.Payload))
-	assert.Equal(t, b, got.encode(), "one encoding per envelope")
+	assert.Equal(t, b, got.Encode(), "one encoding per Envelope")
 }
 
 // Only the canonical form of valid headers decodes: anything else is
 // ErrCorrupt, never a panic.
 func TestEnvelopeHeadersCorrupt(t *testing.T) {
-	head := (&envelope{ID: "m", Payload: []byte("p")}).encode()[:envHeaderLen+1]
+	head := (&Envelope{ID: "m", Payload: []byte("p")}).Encode()[:envHeaderLen+1]
 	head[0] = envVersionHdr
 	hdr := func(parts ...[]byte) []byte {
 		b := append([]byte(nil), head...)
@@ -225,7 +225,7 @@ func TestEnvelopeHeadersCorrupt(t *testing.T) {
 		"truncated count":       hdr([]byte{0x80}),
 		"key longer than limit": hdr([]byte{1}, kv(strings.Repeat("k", MaxHeaderKey+1), ""), []byte("p")),
 	} {
-		_, err := decodeEnvelope(b)
+		_, err := DecodeEnvelope(b)
 		assert.ErrorIs(t, err, ErrCorrupt, name)
 	}
 }
@@ -235,30 +235,30 @@ func TestEnvelopeHeadersCorrupt(t *testing.T) {
 // group fields are ErrCorrupt.
 func TestEnvelopeGroup(t *testing.T) {
 	for _, h := range []map[string]string{nil, {"k": "v"}} {
-		in := envelope{ID: "m-1", Group: "tenant-7", Priority: 4, EnqueuedMs: 99, Attempts: 2, Headers: h, Payload: []byte("body")}
-		b := in.encode()
+		in := Envelope{ID: "m-1", Group: "tenant-7", Priority: 4, EnqueuedMs: 99, Attempts: 2, Headers: h, Payload: []byte("body")}
+		b := in.Encode()
 		require.Equal(t, byte(envVersionGrp), b[0])
 		require.Equal(t, len(h) > 0, b[envOffFlags]&flagHeaders != 0)
 		require.Equal(t, "tenant-7", string(b[envHeaderLen+4:envHeaderLen+4+8]))
-		out, err := decodeEnvelope(b)
+		out, err := DecodeEnvelope(b)
 		require.NoError(t, err)
 		assert.Equal(t, in.Group, out.Group)
 		assert.Equal(t, len(h), len(out.Headers))
 		assert.Equal(t, "body", string(out.Payload))
 	}
-	good := (&envelope{ID: "m", Group: "g", Payload: []byte("p")}).encode()
+	good := (&Envelope{ID: "m", Group: "g", Payload: []byte("p")}).Encode()
 	for name, bad := range map[string][]byte{
 		"group length 0":      append(append([]byte{}, good[:envHeaderLen+1]...), 0, 'p'),
 		"group past the end":  append(append([]byte{}, good[:envHeaderLen+1]...), 9, 'g'),
 		"group not printable": append(append([]byte{}, good[:envHeaderLen+1]...), 1, ' ', 'p'),
 		"headers flag in v1": func() []byte {
-			b := (&envelope{ID: "m", Payload: []byte("p")}).encode()
+			b := (&Envelope{ID: "m", Payload: []byte("p")}).Encode()
 			b[envOffFlags] |= flagHeaders
 			return b
 		}(),
 		"no payload after group": good[:envHeaderLen+3],
 	} {
-		_, err := decodeEnvelope(bad)
+		_, err := DecodeEnvelope(bad)
 		assert.ErrorIs(t, err, ErrCorrupt, name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -33,20 +34,20 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 	q := openQueue(t, newClient(t), Config{Layout: layout, MaxAttempts: 5})
 	f := &fixture{q: q, readyID: "ready-id", delID: "delayed-id"}
 	prio := func(lane int) Option {
-		if layout.kind == kindRange {
-			return Priority(layout.lo + int64(lane)*(layout.hi-layout.lo)/int64(layout.lanes()))
+		if layout.l.IsRange() {
+			return Priority(layout.l.Lowest() + int64(lane)*(layout.l.Highest()-layout.l.Lowest())/int64(layout.l.Lanes()))
 		}
 		return Priority(int64(lane))
 	}
-	top := prio(layout.lanes() - 1)
+	top := prio(layout.l.Lanes() - 1)
 	// Two in flight: take them from the top lane before anything else is there.
 	for _, id := range []string{"expired-id", "live-id"} {
 		_, err := q.Enqueue(ctx, []byte(id), ID(id), top)
 		require.NoError(t, err)
 	}
-	exp, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Millisecond)
+	exp, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Millisecond)
 	require.NoError(t, err)
-	live, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Hour)
+	live, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, exp, 1)
 	require.Len(t, live, 1)
@@ -54,11 +55,11 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 	// One dead.
 	_, err = q.Enqueue(ctx, []byte("dead"), ID("dead-id"), top)
 	require.NoError(t, err)
-	d, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Hour)
+	d, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Hour)
 	require.NoError(t, err)
-	require.NoError(t, failTok(sh(q), ctx, d[0].token, 0, "died", "dead"))
+	require.NoError(t, failTok(sh(q), ctx, d[0].token(), 0, "died", "dead"))
 	// Ready in every lane, delayed due and not due.
-	for lane := 0; lane < layout.lanes(); lane++ {
+	for lane := 0; lane < layout.l.Lanes(); lane++ {
 		_, err := q.Enqueue(ctx, []byte("r"), prio(lane))
 		require.NoError(t, err)
 	}
@@ -76,14 +77,14 @@ func newFixture(t *testing.T, layout Layout) *fixture {
 func snapshot(t *testing.T, q *Queue) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	keys := sh(q).k.all()
-	if sh(q).lists() {
+	keys := sh(q).Keys().All()
+	if sh(q).Lists() {
 		// The priorities' lists: every one of the queue's (SCAN), since an
 		// operation may write a list no index names. The package's tests
 		// share one server with many keys: a large COUNT makes each SCAN a
 		// few calls instead of thousands.
 		var found []string
-		s := (radix.ScannerConfig{Command: "SCAN", Pattern: sh(q).k.prefix + prioListTag + "*", Count: 100000}).New(sh(q).c.(radix.Client))
+		s := (radix.ScannerConfig{Command: "SCAN", Pattern: sh(q).Keys().Prefix() + "prio:*", Count: 100000}).New(sh(q).Client().(radix.Client))
 		var k string
 		for s.Next(context.Background(), &k) {
 			found = append(found, k)
@@ -95,7 +96,7 @@ func snapshot(t *testing.T, q *Queue) map[string]string {
 		var mb radix.Maybe
 		var s string
 		mb.Rcv = &s
-		require.NoError(t, sh(q).c.Do(context.Background(), radix.Cmd(&mb, "DUMP", k)))
+		require.NoError(t, sh(q).Client().Do(context.Background(), radix.Cmd(&mb, "DUMP", k)))
 		out[k] = s
 	}
 	return out
@@ -106,12 +107,12 @@ func corrupt(t *testing.T, q *Queue, key string) {
 	t.Helper()
 	p := radix.NewPipeline()
 	p.Append(radix.Cmd(nil, "DEL", key))
-	if key == sh(q).k.seq {
+	if key == sh(q).Keys().Seq() {
 		p.Append(radix.Cmd(nil, "RPUSH", key, "not a counter"))
 	} else {
 		p.Append(radix.Cmd(nil, "SET", key, "wrong type"))
 	}
-	require.NoError(t, sh(q).c.Do(context.Background(), p))
+	require.NoError(t, sh(q).Client().Do(context.Background(), p))
 }
 
 type scriptOp struct {
@@ -127,10 +128,10 @@ type scriptOp struct {
 func scriptOps(q *Queue) []scriptOp {
 	batch := func(ctx context.Context, f *fixture, opts ...Option) error {
 		items := []EnqueueItem{}
-		for lane := 0; lane < f.q.cfg.Layout.lanes(); lane++ {
+		for lane := 0; lane < f.q.layout().Lanes(); lane++ {
 			p := int64(lane)
-			if sh(f.q).isRange() {
-				p = f.q.cfg.Layout.lo + int64(lane)*(f.q.cfg.Layout.hi-f.q.cfg.Layout.lo)/int64(f.q.cfg.Layout.lanes())
+			if sh(f.q).IsRange() {
+				p = f.q.layout().Lowest() + int64(lane)*(f.q.layout().Highest()-f.q.layout().Lowest())/int64(f.q.layout().Lanes())
 			}
 			items = append(items,
 				EnqueueItem{Payload: []byte("b"), Options: append([]Option{Priority(p)}, opts...)},
@@ -140,12 +141,12 @@ func scriptOps(q *Queue) []scriptOp {
 		return err
 	}
 	var plain []string // Range queues of formats 2 and 3 always run a script
-	if !sh(q).isRange() || sh(q).lists() {
-		plain = append(plain, sh(q).k.lanes...)
+	if !sh(q).IsRange() || sh(q).Lists() {
+		plain = append(plain, sh(q).Keys().Lanes()...)
 	}
 	return []scriptOp{
 		{name: "open", run: func(ctx context.Context, f *fixture) error {
-			_, err := Open(ctx, sh(f.q).c, f.q.name, f.q.cfg)
+			_, err := Open(ctx, sh(f.q).Client(), f.q.name, f.q.cfg)
 			return err
 		}},
 		// The plain enqueue is RPUSH + ZADD wake-up in one pipeline: with a
@@ -157,7 +158,7 @@ func scriptOps(q *Queue) []scriptOp {
 		}, pipelinedKeys: plain},
 		// grouped.lua (threeLanes are AtLeastOnce): checks before it writes.
 		{name: "enqueue grouped", run: func(ctx context.Context, f *fixture) error {
-			if sh(f.q).cfg.Layout.seqMembers {
+			if sh(f.q).Config().Layout.SeqMembers() {
 				return nil // (RangeSorted takes no groups)
 			}
 			_, err := f.q.Enqueue(ctx, []byte("x"), Group("gx"))
@@ -178,41 +179,41 @@ func scriptOps(q *Queue) []scriptOp {
 		{name: "batch ready", run: func(ctx context.Context, f *fixture) error { return batch(ctx, f) }},
 		{name: "batch delayed", run: func(ctx context.Context, f *fixture) error { return batch(ctx, f, Delay(time.Second)) }},
 		{name: "take", run: func(ctx context.Context, f *fixture) error {
-			_, _, err := sh(f.q).take(ctx, sh(f.q).k.highFirst, 100, time.Minute)
+			_, _, err := shardTake(sh(f.q), ctx, sh(f.q).Keys().HighFirst(), 100, time.Minute)
 			return err
 		}},
 		// Ack of a generated id is ZREM lease + HDEL record, pipelined: with
 		// either key corrupted every lease is already gone with it.
 		{name: "ack", run: func(ctx context.Context, f *fixture) error {
-			f.live.callerID = false
-			return sh(f.q).ack(ctx, []ackReq{f.live.ackReq()})[0]
-		}, pipelinedKeys: []string{sh(q).k.leases, sh(q).k.inflight}},
+			f.live.d.CallerID = false
+			return sh(f.q).AckBatch(ctx, []store.AckReq{f.live.d.Req()})[0]
+		}, pipelinedKeys: []string{sh(q).Keys().Leases(), sh(q).Keys().Inflight()}},
 		{name: "ack caller id", run: func(ctx context.Context, f *fixture) error {
-			return sh(f.q).ack(ctx, []ackReq{f.live.ackReq()})[0]
+			return sh(f.q).AckBatch(ctx, []store.AckReq{f.live.d.Req()})[0]
 		}},
 		{name: "retry now", run: func(ctx context.Context, f *fixture) error {
-			return failTok(sh(f.q), ctx, f.live.token, 0, "again", "retry")
+			return failTok(sh(f.q), ctx, f.live.token(), 0, "again", "retry")
 		}},
 		{name: "retry later", run: func(ctx context.Context, f *fixture) error {
-			return failTok(sh(f.q), ctx, f.live.token, time.Millisecond, "again", "retry")
+			return failTok(sh(f.q), ctx, f.live.token(), time.Millisecond, "again", "retry")
 		}},
 		{name: "dead", run: func(ctx context.Context, f *fixture) error {
-			return failTok(sh(f.q), ctx, f.live.token, 0, "fatal", "dead")
+			return failTok(sh(f.q), ctx, f.live.token(), 0, "fatal", "dead")
 		}},
 		{name: "bury", run: func(ctx context.Context, f *fixture) error {
-			return failTok(sh(f.q), ctx, f.live.token, 0, "corrupt", "bury")
+			return failTok(sh(f.q), ctx, f.live.token(), 0, "corrupt", "bury")
 		}},
 		{name: "release", run: func(ctx context.Context, f *fixture) error {
-			_, err := sh(f.q).release(ctx, []string{f.live.token})
+			_, err := sh(f.q).Release(ctx, []string{f.live.token()})
 			return err
 		}},
 		{name: "extend", run: func(ctx context.Context, f *fixture) error { return f.live.Extend(ctx, time.Hour) }},
 		{name: "sweep", run: func(ctx context.Context, f *fixture) error {
-			_, _, _, err := sh(f.q).sweep(ctx, 100)
+			_, _, _, err := sh(f.q).Sweep(ctx, 100)
 			return err
 		}},
 		{name: "promote", run: func(ctx context.Context, f *fixture) error {
-			_, _, _, err := sh(f.q).promote(ctx)
+			_, _, _, err := sh(f.q).Promote(ctx)
 			return err
 		}},
 		{name: "cancel ready", run: func(ctx context.Context, f *fixture) error { return f.q.Cancel(ctx, f.readyID) }},
@@ -250,10 +251,10 @@ func TestScriptsWithAWrongTypedKeyChangeNothing(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			probe := newFixture(t, l.layout)
 			for oi := range scriptOps(probe.q) {
-				for ki := range sh(probe.q).k.all() {
+				for ki := range sh(probe.q).Keys().All() {
 					f := newFixture(t, l.layout)
 					op := scriptOps(f.q)[oi] // its pipelinedKeys name this queue's keys
-					key := sh(f.q).k.all()[ki]
+					key := sh(f.q).Keys().All()[ki]
 					short := key[strings.LastIndex(key, "}:")+2:]
 					corrupt(t, f.q, key)
 					before := snapshot(t, f.q)
@@ -294,17 +295,17 @@ func TestWrongTypedLaneFailsBatchAndReleasesNothing(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
-	corrupt(t, q, sh(q).k.lanes[1])
+	corrupt(t, q, sh(q).Keys().Lanes()[1])
 	_, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("a"), Options: []Option{Priority(0)}},
 		{Payload: []byte("b"), Options: []Option{Priority(1)}}})
 	require.Error(t, err)
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).Keys().Lanes()[0])))
 	assert.Zero(t, n, "all or none: the first message must not be stored")
 
 	_, err = q.Enqueue(ctx, []byte("order"), Priority(1), ID("order-77"))
 	require.Error(t, err)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[1])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Lanes()[1])))
 	_, err = q.Enqueue(ctx, []byte("order"), Priority(1), ID("order-77"))
 	require.NoError(t, err, "the failed enqueue must not keep the id reserved")
 }
@@ -317,7 +318,7 @@ func TestScriptsWithAnUnusableCounterChangeNothing(t *testing.T) {
 		for oi := range scriptOps(probe.q) {
 			f := newFixture(t, layout)
 			op := scriptOps(f.q)[oi]
-			require.NoError(t, sh(f.q).c.Do(context.Background(), radix.Cmd(nil, "SET", sh(f.q).k.seq, "007")))
+			require.NoError(t, sh(f.q).Client().Do(context.Background(), radix.Cmd(nil, "SET", sh(f.q).Keys().Seq(), "007")))
 			before := snapshot(t, f.q)
 			if err := op.run(ctxT(t, 10*time.Second), f); err == nil {
 				continue
@@ -339,15 +340,15 @@ func TestBuriedRangeEntryReleasesItsIDOnPurge(t *testing.T) {
 	_, err := q.Enqueue(ctx, []byte("x"), ID("will-rot"), Priority(5))
 	require.NoError(t, err)
 	var members []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).k.lanes[0], "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).Keys().Lanes()[0], "0", "-1")))
 	require.Len(t, members, 1)
 	rotten := []byte(members[0])
 	rotten[8] = 99 // an envelope version that does not exist
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "DEL", sh(q).k.lanes[0]))
-	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[0], "-5", string(rotten)))
+	p.Append(radix.Cmd(nil, "DEL", sh(q).Keys().Lanes()[0]))
+	p.Append(radix.Cmd(nil, "ZADD", sh(q).Keys().Lanes()[0], "-5", string(rotten)))
 	require.NoError(t, c.Do(ctx, p))
-	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 	require.NoError(t, err)
 	require.Empty(t, got, "the rotten entry is buried, not delivered")
 	dead := onlyDeadLetter(t, q)
@@ -357,41 +358,4 @@ func TestBuriedRangeEntryReleasesItsIDOnPurge(t *testing.T) {
 	assert.Equal(t, int64(1), n)
 	_, err = q.Enqueue(ctx, []byte("x"), ID("will-rot"))
 	assert.NoError(t, err, "purging the dead letters released the id")
-}
-
-// libFor keeps of lib.lua what a script names in its code, and what those
-// helpers name in turn, in lib.lua's order; names in comments do not count.
-func TestLibFor(t *testing.T) {
-	helpers := func(lib string) []string {
-		var out []string
-		for _, m := range luaFunc.FindAllStringSubmatch(lib, -1) {
-			out = append(out, m[1])
-		}
-		return out
-	}
-	preamble := libSrc[:strings.Index(libSrc, "local function ")]
-	for _, tc := range []struct {
-		name, src string
-		want      []string
-	}{
-		{"none", "return 1", nil},
-		{"only in a comment", "-- need(key, 'list') would check it\nreturn 1", nil},
-		{"direct", "need(KEYS[1], 'list')", []string{"need"}},
-		{"transitive", "local lane = routed(ARGV[1], 3, 1)", []string{"routing_end", "routed"}},
-		{"deep", "unschedule(KEYS[1], ARGV[1], ARGV[2])",
-			[]string{"chunked", "routing_end", "delayed_id", "unschedule"}},
-		{"a prefix is not a name", "local need_it = 1", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := libFor(tc.src)
-			require.True(t, strings.HasPrefix(got, preamble), "the constants and comments before the first helper stay")
-			assert.Equal(t, tc.want, helpers(got))
-		})
-	}
-	// Every helper lib.lua defines is kept when a script names them all.
-	var all []string
-	for _, name := range helpers(libSrc) {
-		all = append(all, name+"()")
-	}
-	assert.Equal(t, helpers(libSrc), helpers(libFor(strings.Join(all, "\n"))))
 }
