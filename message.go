@@ -105,7 +105,7 @@ func (m *Message) LeaseDeadline() time.Time {
 
 // TakenAt is when this delivery's take ran, on the Redis server's clock (its
 // lease token starts with it, in microseconds): the time rate limits count
-// (limits.go). The zero Time without a lease (AtMostOnce).
+// (rates.go). The zero Time without a lease (AtMostOnce).
 func (m *Message) TakenAt() time.Time {
 	tok := m.token()
 	if len(tok) < 13 {

@@ -72,13 +72,13 @@ import (
 //	                            when one of its leases ends, or at its rate limit, put
 //	                            back by a promoter at its time in gdue
 //	prioq:{Q}:glimits   HASH    group -> its limits, "K R P": concurrency K, at most R
-//	                            takes per P ms (limits.go); "" -> every group's
+//	                            takes per P ms (rates.go); "" -> every group's
 //	prioq:{Q}:glog:G    ZSET    lease token -> take time (µs, server clock): group G's
 //	                            takes of its rate window (a sliding-window log, trimmed
 //	                            by each take, expiring P ms after the newest)
 //	prioq:{Q}:gdue      ZSET    group -> when (ms) a group parked at its rate limit
 //	                            comes back; promote.lua puts its markers back then
-//	prioq:{Q}:rate      STRING  the queue's rate limit, "0 R P" (limits.go)
+//	prioq:{Q}:rate      STRING  the queue's rate limit, "0 R P" (rates.go)
 //	prioq:{Q}:rlog      ZSET    the queue's log of takes, as glog:G
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
 //	prioq:{Q}:delayed   ZSET    seq‖id -> due time (unix ms, server clock)
@@ -241,7 +241,7 @@ func keysAt(p, meta string, lanes int) KeySet {
 		glimits: p + groupLimitsName,
 		gdue:    p + groupDueName,
 		gflight: p + groupFlightName,
-		// Rate limits (limits.go).
+		// Rate limits (rates.go).
 		rate:   p + queueRateName,
 		rlog:   p + queueLogName,
 		lanes:  make([]string, lanes),

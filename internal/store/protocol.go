@@ -71,7 +71,7 @@ const (
 	groupListTag    = ":g:"
 	groupFlightName = "gflight"
 
-	// Rate limits (limits.go, keys.go): a group's log of takes (a ZSET per
+	// Rate limits (rates.go, keys.go): a group's log of takes (a ZSET per
 	// group, after this tag), the groups parked at their rate limit until
 	// their next message is due, the queue's limit and its log.
 	groupLogTag   = "glog:"
