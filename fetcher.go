@@ -466,7 +466,11 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 // rearmWake puts the wake-up member back (a hint: at worst a consumer wakes
 // for nothing), for a fetch that gives up on the work it may have been woken
 // for.
-func (f *fetcher) rearmWake() { _ = f.s.RearmWake() }
+func (f *fetcher) rearmWake() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = f.s.RearmWake(ctx)
+}
 
 // releaseIDs frees the caller ids of AtMostOnce messages as they are handed
 // out: from then on the message exists only in this process, and its id may

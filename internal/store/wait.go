@@ -74,10 +74,8 @@ func (s *Shard) WaitAny(ctx context.Context, sched, wake bool, poke string, time
 
 // RearmWake puts the wake-up member back (a hint: at worst a consumer wakes
 // for nothing), for a fetch that gives up on the work it may have been woken
-// for. One round trip, with a deadline of its own (a second).
-func (s *Shard) RearmWake() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+// for. One round trip.
+func (s *Shard) RearmWake(ctx context.Context) error {
 	return s.do(ctx, radix.Cmd(nil, "ZADD", s.k.wake, "0", wakeMember))
 }
 
