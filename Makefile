@@ -28,6 +28,6 @@ setup:
 	@scripts/setup
 
 fuzz:
-	go test -run XXX -fuzz FuzzEnvelopeDecode -fuzztime 30s .
-	go test -run XXX -fuzz FuzzEnvelopeRoundTrip -fuzztime 30s .
-	go test -run XXX -fuzz FuzzScoreRoundTrip -fuzztime 30s .
+	go test -run XXX -fuzz FuzzEnvelopeDecode -fuzztime 30s ./internal/store
+	go test -run XXX -fuzz FuzzEnvelopeRoundTrip -fuzztime 30s ./internal/store
+	go test -run XXX -fuzz FuzzScoreRoundTrip -fuzztime 30s ./internal/store

@@ -4,19 +4,12 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/prioq/prioq/internal/store"
 )
 
 // sleepCtx waits d or until ctx is done; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) bool { return store.SleepCtx(ctx, d) }
 
 // BackoffFunc returns how long to wait before the next attempt of a message
 // that has had `attempts` deliveries (1 after the first failure).

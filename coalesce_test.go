@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -60,21 +61,19 @@ func startHeld(t *testing.T, ctl radix.Client, busy func() bool, call func() err
 	return done
 }
 
-func isBusy[T, R any](c *coalescer[T, R]) func() bool {
+// isBusy reports whether a merged call of kind m of q's shard is in flight.
+func isBusy(q *Queue, m store.Merger) func() bool {
 	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.busy
+		busy, _ := sh(q).MergerState(m, 0)
+		return busy
 	}
 }
 
 // takesBusy reports whether a take of the default lease is in flight.
 func takesBusy(q *Queue) func() bool {
 	return func() bool {
-		sh(q).takes.mu.Lock()
-		tc := sh(q).takes.byLease[DefaultLease]
-		sh(q).takes.mu.Unlock()
-		return tc != nil && isBusy(tc)()
+		busy, _ := sh(q).MergerState(store.MergedTakes, DefaultLease)
+		return busy
 	}
 }
 
@@ -89,7 +88,7 @@ func TestConcurrentEnqueuesShareRoundTrips(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: Levels(3), Mode: mode})
 			before := commandCalls(t, ctl)
 			pauseWrites(t, ctl, 500*time.Millisecond)
-			first := startHeld(t, ctl, isBusy(sh(q).plain), func() error {
+			first := startHeld(t, ctl, isBusy(q, store.MergedEnqueues), func() error {
 				_, err := q.Enqueue(ctx, []byte("first"), Priority(1))
 				return err
 			})
@@ -133,7 +132,7 @@ func TestQueuedEnqueueGivenUpIsNotStored(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
 	pauseWrites(t, ctl, 500*time.Millisecond)
-	first := startHeld(t, ctl, isBusy(sh(q).plain), func() error {
+	first := startHeld(t, ctl, isBusy(q, store.MergedEnqueues), func() error {
 		_, err := q.Enqueue(ctx, []byte("first"))
 		return err
 	})
@@ -162,20 +161,20 @@ func TestConcurrentAcksShareRoundTripsAndKeepTheirFences(t *testing.T) {
 	}
 	// The first `stale` messages get a lease that runs out at once and are
 	// swept back: their deliveries are stale.
-	old, _, err := sh(q).take(ctx, sh(q).k.highFirst, stale, time.Millisecond)
+	old, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), stale, time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, old, stale)
 	time.Sleep(5 * time.Millisecond)
-	back, _, _, err := sh(q).sweep(ctx, 100)
+	back, _, _, err := sh(q).Sweep(ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, stale, back)
-	live, _, err := sh(q).take(ctx, sh(q).k.highFirst, n, time.Minute)
+	live, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), n, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, live, n)
 
 	callsBefore := commandCalls(t, ctl)
 	pauseWrites(t, ctl, 500*time.Millisecond)
-	first := startHeld(t, ctl, isBusy(sh(q).acks), func() error { return live[0].Ack(ctx) })
+	first := startHeld(t, ctl, isBusy(q, store.MergedAcks), func() error { return live[0].Ack(ctx) })
 	readsBefore := infoInt(t, ctl, "stats", "total_reads_processed")
 	all := append(append([]*Message(nil), old...), live[1:]...)
 	errs := make([]error, len(all))
@@ -281,12 +280,8 @@ func TestCloseDropsAQueuedTake(t *testing.T) {
 	queued := make(chan error, 1)
 	go func() { _, err := b.Receive(ctx); queued <- err }()
 	require.Eventually(t, func() bool {
-		sh(q).takes.mu.Lock()
-		tc := sh(q).takes.byLease[DefaultLease]
-		sh(q).takes.mu.Unlock()
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		return len(tc.pending) == 1
+		_, queued := sh(q).MergerState(store.MergedTakes, DefaultLease)
+		return queued == 1
 	}, 5*time.Second, time.Millisecond, "b's take waits behind a's")
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -332,5 +327,5 @@ func TestQueuedCallsReturnByTheirDeadline(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("slowest enqueue returned after %v", time.Duration(slowest.Load()).Round(time.Millisecond))
-	assert.Less(t, time.Duration(slowest.Load()), 300*time.Millisecond+abandonGrace+300*time.Millisecond)
+	assert.Less(t, time.Duration(slowest.Load()), 300*time.Millisecond+store.AbandonGrace+300*time.Millisecond)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/prioq/prioq/internal/store"
 )
 
 // ConsumerConfig configures a Consumer. The zero value of every field selects
@@ -216,7 +218,7 @@ func (c Config) validateRaw() error {
 // layout or mode, a PromoteBatch above MaxBatch, durations between 0 and
 // MinDuration, a WaitTimeout the call would not outlive.
 func (c Config) validate() error {
-	if err := c.Layout.validate(); err != nil {
+	if err := c.Layout.l.Validate(); err != nil {
 		return err
 	}
 	if c.Mode != AtLeastOnce && c.Mode != AtMostOnce {
@@ -235,6 +237,15 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: WaitTimeout %v is not below CallTimeout %v", ErrInvalidOption, c.WaitTimeout, c.CallTimeout)
 	}
 	return nil
+}
+
+// storeConfig is what the queue's shards need of c (defaults applied): one
+// per queue, shared by its shards.
+func (c Config) storeConfig() *store.Config {
+	return &store.Config{Layout: c.Layout.l, Mode: store.Mode(c.Mode), MaxAttempts: c.MaxAttempts,
+		PromoteBatch: c.PromoteBatch, CallTimeout: c.CallTimeout, WaitReplicas: c.WaitReplicas,
+		WaitTimeout: c.WaitTimeout, Shards: c.Shards, AllowEviction: c.AllowEviction, Logger: c.Logger,
+		Backoff: c.Backoff}
 }
 
 func (c Config) withDefaults() Config {

@@ -58,7 +58,7 @@ func TestTinyDurationsAreRefused(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	_, err := q.Enqueue(ctx, []byte("x"))
 	require.NoError(t, err)
-	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 	require.NoError(t, err)
 	assert.ErrorIs(t, got[0].Extend(ctx, 30), ErrInvalidOption)
 	conn, err := Dialer(DialerConfig{KeepAlive: 5 * time.Millisecond}).CustomConn(ctx, "tcp", testAddr)
@@ -144,4 +144,22 @@ func TestOpenRefusesNegativeFieldsWritingNothing(t *testing.T) {
 		_, err := q.NewConsumer(cc)
 		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", cc)
 	}
+}
+
+// A WaitTimeout under a millisecond was sent as "WAIT n 0", which waits
+// forever: every write then took the whole CallTimeout. Open refuses it.
+func TestSubMillisecondWaitTimeoutIsRefused(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	_, err := Open(ctx, newClient(t), queueName(t), Config{WaitReplicas: 1, WaitTimeout: 500 * time.Microsecond,
+		CallTimeout: 2 * time.Second})
+	assert.ErrorIs(t, err, ErrInvalidOption)
+
+	// And should one get through, WAIT's timeout rounds up: 1 ms, not 0.
+	cl := ownPool(t, ownServer(t), 4) // no replica
+	q := openQueue(t, cl, Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond, CallTimeout: 2 * time.Second})
+	q.cfg.WaitTimeout = 500 * time.Microsecond
+	start := time.Now()
+	_, err = q.Enqueue(ctx, []byte("x"))
+	assert.ErrorIs(t, err, ErrNotReplicated)
+	assert.Less(t, time.Since(start), 500*time.Millisecond)
 }

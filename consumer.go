@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/prioq/prioq/internal/store"
 )
 
 // Consumer takes messages from one queue. Receive, ReceiveBatch and Run may be
@@ -19,7 +21,7 @@ import (
 //     take, or a blocking pop, and the wait for a wake-up in between), and
 //     the give-back of what it fetched but never handed out; an AtLeastOnce
 //     take is merged with the queue's other consumers' takes in flight
-//     (without Weights, same Lease: see take.go);
+//     (without Weights, same Lease: see internal/store/take.go);
 //   - the promoter, unless NoPromoter: moves due delayed messages into their
 //     lanes, sleeping until the next due time;
 //   - the sweeper (AtLeastOnce): gives expired leases back to their lanes;
@@ -58,7 +60,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	mode := q.cfg.Mode
-	if q.shards[0].lists() {
+	if q.shards[0].Lists() {
 		// An AtMostOnce consumer of a Range queue (format 4) waits on the
 		// wake-up, which Close interrupts at once, not in a pop that Close
 		// must wait out: the longer wait of AtLeastOnce suits it.
@@ -69,7 +71,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: Weights need a queue of one shard", ErrInvalidOption)
 	}
 	if cfg.Weights != nil {
-		if n := q.cfg.Layout.lanes(); len(cfg.Weights) != n {
+		if n := q.layout().Lanes(); len(cfg.Weights) != n {
 			return nil, fmt.Errorf("%w: %d weights for %d lanes", ErrInvalidOption, len(cfg.Weights), n)
 		}
 		for _, w := range cfg.Weights {
@@ -78,7 +80,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			}
 		}
 	}
-	release, err := reserveBlocking(context.Background(), q.shards[0].c, fmt.Sprintf("a consumer of %q", q.name), q.blockingNeeds(cfg))
+	release, err := reserveBlocking(context.Background(), q.shards[0].Client(), fmt.Sprintf("a consumer of %q", q.name), q.blockingNeeds(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +88,14 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
 	sharded := len(q.shards) > 1
-	id := leaseSuffix() // the consumer's poke keys' (fanin.go waiter)
+	id := store.RandomID() // the consumer's poke keys' (fanin.go waiter)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
 			due = make(chan struct{}, 1)
 		}
 		if sharded {
-			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.k.poke(id)}
+			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.Keys().Poke(id)}
 			c.goBackground(w.run)
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
@@ -126,16 +128,16 @@ func (q *Queue) blockingNeeds(cfg ConsumerConfig) []blockingNeed {
 		if !seen {
 			j = len(out)
 			byNode[nodes[i]] = j
-			out = append(out, blockingNeed{node: nodes[i], key: s.k.slotKey()})
+			out = append(out, blockingNeed{node: nodes[i], key: s.Keys().SlotKey()})
 		}
 		out[j].n += n
 	}
-	if !accountable(q.shards[0].c) {
+	if !accountable(q.shards[0].Client()) {
 		return out
 	}
 	blockingMu.Lock()
 	for i, s := range q.shards {
-		s.blockUse.CompareAndSwap(nil, usesOf(s.c, nodes[i]))
+		s.CountBlocking(&usesOf(s.Client(), nodes[i]).inUse)
 	}
 	blockingMu.Unlock()
 	return out

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -43,7 +44,7 @@ func TestCloseReturnsAfterThePopGaveBack(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, <-closed)
 		var n int
-		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).Keys().Lanes()[0])))
 		require.Equal(t, 1, n, "run %d: Close returned before the popped message was back", i)
 	}
 }
@@ -213,7 +214,7 @@ func TestAtMostOnceGiveBackIntoABrokenLane(t *testing.T) {
 		require.NoError(t, err)
 		held = append(held, m)
 	}
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[2], "not a lane")))
 	err = cons.fetcher.giveBack(ctx, held)
 	assert.ErrorContains(t, err, "1 of 2 messages lost")
 	assert.Equal(t, []string{"lo"}, liveIDs(t, q))
@@ -241,7 +242,7 @@ func TestCloseGivesBackInOneRoundTripWithoutWaitingForReplicas(t *testing.T) {
 	cons.fetcher.mu.Lock()
 	cons.fetcher.held = msgs
 	cons.fetcher.mu.Unlock()
-	_, err = sh(q).release(ctx, nil) // loads the script: NOSCRIPT would count a second call
+	_, err = sh(q).Release(ctx, nil) // loads the script: NOSCRIPT would count a second call
 	require.NoError(t, err)
 	before := commandCalls(t, cl)
 	start := time.Now()
@@ -303,7 +304,7 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 3*time.Minute)
 	q := openQueue(t, c, Config{})
-	counts := sh(q).k.meta + ":test-counts" // same hash tag, cleaned below
+	counts := sh(q).Keys().Meta() + ":test-counts" // same hash tag, cleaned below
 	t.Cleanup(func() { _ = c.Do(context.Background(), radix.Cmd(nil, "DEL", counts)) })
 
 	sent := make([]string, 0, total)
@@ -366,7 +367,7 @@ func TestConsumerProcessKilledMidHandler(t *testing.T) {
 	assert.Len(t, handled, total)
 	// Duplicates come only from deliveries cut by a kill: at most Concurrency
 	// (16) in flight per kill, plus acks lost with the process.
-	assert.LessOrEqual(t, dup, kills*(16+maxMergedAcks))
+	assert.LessOrEqual(t, dup, kills*(16+store.MaxMergedAcks))
 }
 
 // A Range (format 4) message that Close gives back to a list whose segment
@@ -381,13 +382,13 @@ func TestCloseNeverHidesAGivenBackRangeMessage(t *testing.T) {
 	cons, err := q.NewConsumer(ConsumerConfig{NoPromoter: true, BlockTimeout: time.Second})
 	require.NoError(t, err)
 	holdOne(t, q, cons, ID("x"), Priority(5))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[0], "not an index")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[0], "not an index")))
 	err = cons.Close(ctx)
 	require.Error(t, err, "the message could not go back")
 	var n int64
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.prioList(5))))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).Keys().PrioList(5))))
 	assert.Zero(t, n, "no message left where no take finds it")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[0])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Lanes()[0])))
 	_, err = q.Enqueue(ctx, []byte("again"), ID("x"), Priority(5))
 	assert.NoError(t, err, "its id was released")
 }

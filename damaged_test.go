@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -30,20 +31,20 @@ func TestDeadLetterOfUnknownLaneIsNotRequeued(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(2)})
 	_, err := q.Enqueue(ctx, []byte("x"), ID("g"), Priority(1))
 	require.NoError(t, err)
-	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
 	// The in-flight record becomes a bare envelope: a valid message, but
 	// without the "lane|score|" that says where it belongs. A fixed enqueue
 	// time keeps '|' out of its bytes.
-	env := (&envelope{ID: "g", CallerID: true, Priority: 1, EnqueuedMs: 1_700_000_000_000, Payload: []byte("x")}).encode()
+	env := (&store.Envelope{ID: "g", CallerID: true, Priority: 1, EnqueuedMs: 1_700_000_000_000, Payload: []byte("x")}).Encode()
 	require.False(t, strings.Contains(string(env), "|"))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.inflight, got[0].token, string(env))))
-	require.NoError(t, failTok(sh(q), ctx, got[0].token, 0, "boom", "retry"))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).Keys().Inflight(), got[0].token(), string(env))))
+	require.NoError(t, failTok(sh(q), ctx, got[0].token(), 0, "boom", "retry"))
 
 	var before []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&before, "LRANGE", sh(q).k.dead, "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&before, "LRANGE", sh(q).Keys().Dead(), "0", "-1")))
 	require.Len(t, before, 1)
 	require.True(t, strings.HasSuffix(before[0], string(env)), "the burial keeps the record's bytes")
 
@@ -56,7 +57,7 @@ func TestDeadLetterOfUnknownLaneIsNotRequeued(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 0}, st.Lanes, "nothing was requeued")
 	var after []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&after, "LRANGE", sh(q).k.dead, "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&after, "LRANGE", sh(q).Keys().Dead(), "0", "-1")))
 	assert.Equal(t, before, after, "the dead letter stays byte for byte")
 
 	n, err = q.PurgeDead(ctx)
@@ -72,9 +73,9 @@ func damageDelayed(t *testing.T, q *Queue, id string, edit func(string) string) 
 	t.Helper()
 	ctx := context.Background()
 	var rec string
-	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.dstore, id)))
+	require.NoError(t, sh(q).Client().Do(ctx, radix.Cmd(&rec, "HGET", sh(q).Keys().DStore(), id)))
 	require.NotEmpty(t, rec)
-	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.dstore, id, edit(rec))))
+	require.NoError(t, sh(q).Client().Do(ctx, radix.Cmd(nil, "HSET", sh(q).Keys().DStore(), id, edit(rec))))
 }
 
 // Cancel of a delayed message whose record does not parse removes its member
@@ -101,7 +102,7 @@ func TestCancelOfDamagedDelayedRecordRemovesItsMember(t *testing.T) {
 	_, err = q.Enqueue(ctx, []byte("later"), ID("bad-lane"), Delay(time.Hour))
 	require.NoError(t, err)
 	time.Sleep(400 * time.Millisecond) // the cancelled message's due time passes
-	moved, _, _, err := sh(q).promote(ctx)
+	moved, _, _, err := sh(q).Promote(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 0, moved, "the new message is not promoted at the cancelled one's due time")
 	st, err = q.Stats(ctx)
@@ -121,7 +122,7 @@ func TestPurgeReleasesIDOfDamagedDelayedRecord(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.Enqueue(ctx, []byte("y"), ID("kept-in-flight"))
 	require.NoError(t, err)
-	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	damageDelayed(t, q, "p", func(r string) string { return "9" + r[strings.Index(r, "|"):] })
@@ -150,7 +151,7 @@ func TestDeadLetterOfDamagedDelayedRecordKeepsItsID(t *testing.T) {
 			require.NoError(t, err)
 			damageDelayed(t, q, "p|q", func(r string) string { return "9" + r[strings.Index(r, "|"):] })
 			time.Sleep(100 * time.Millisecond)
-			_, _, _, err = sh(q).promote(ctx)
+			_, _, _, err = sh(q).Promote(ctx)
 			require.NoError(t, err)
 
 			dead := onlyDeadLetter(t, q)
@@ -192,12 +193,12 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte{'a' + byte(i)}, Priority(int64(i*100)))
 			require.NoError(t, err)
 		}
-		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, 20*time.Millisecond)
+		got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 4, 20*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, got, 4)
 		var rec string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.inflight, got[1].token)))
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).k.inflight, got[1].token, damageScore(rec))))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).Keys().Inflight(), got[1].token())))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).Keys().Inflight(), got[1].token(), damageScore(rec))))
 		return got
 	}
 	counts := func(t *testing.T, q *Queue) (ready, inflight, dead int64) {
@@ -210,22 +211,22 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 		q := openQueue(t, c, Config{Layout: lay})
 		inFlight(t, q)
 		time.Sleep(50 * time.Millisecond)
-		_, _, _, err := sh(q).sweep(ctx, 100)
+		_, _, _, err := sh(q).Sweep(ctx, 100)
 		require.NoError(t, err)
 		ready, inflight, dead := counts(t, q)
 		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
 	})
-	for _, op := range []string{failRetry, failDead} {
+	for _, op := range []string{store.FailRetry, store.FailDead} {
 		t.Run("fail "+op, func(t *testing.T) {
 			ctx := ctxT(t, 10*time.Second)
 			q := openQueue(t, c, Config{Layout: lay})
 			got := inFlight(t, q)
 			for _, m := range got {
-				_, err := sh(q).fail(ctx, m.token, 0, "x", op)
+				_, err := sh(q).Fail(ctx, m.token(), 0, "x", op)
 				require.NoError(t, err)
 			}
 			ready, inflight, dead := counts(t, q)
-			if op == failRetry {
+			if op == store.FailRetry {
 				assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
 			} else {
 				assert.Equal(t, []int64{0, 0, 4}, []int64{ready, inflight, dead})
@@ -249,7 +250,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			require.NoError(t, err)
 		}
 		damageDelayed(t, q, "b", damageScore)
-		moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+		moved, _, _, err := sh(q).PromoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
 		require.NoError(t, err)
 		assert.Equal(t, 3, moved)
 		st, err := q.Stats(ctx)
@@ -263,15 +264,15 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("d"), ID(string(rune('a'+i))), Priority(int64(i)))
 			require.NoError(t, err)
 		}
-		got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
+		got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 4, time.Minute)
 		require.NoError(t, err)
 		for _, m := range got {
-			require.NoError(t, m.fail(ctx, 0, "x", failDead))
+			require.NoError(t, m.fail(ctx, 0, "x", store.FailDead))
 		}
 		var recs []string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&recs, "LRANGE", sh(q).k.dead, "0", "-1")))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&recs, "LRANGE", sh(q).Keys().Dead(), "0", "-1")))
 		require.Len(t, recs, 4)
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "LSET", sh(q).k.dead, "1", damageScore(recs[1]))))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "LSET", sh(q).Keys().Dead(), "1", damageScore(recs[1]))))
 		damaged := got[1].ID
 		err = q.RequeueDead(ctx, damaged)
 		assert.ErrorIs(t, err, ErrCorrupt)
@@ -298,7 +299,7 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 				ctx := ctxT(t, 10*time.Second)
 				var logged lockedBuffer
 				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[2], "not a lane")))
 				var errs atomic.Int64
 				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 200 * time.Millisecond,
 					OnError: func(error) { errs.Add(1) }})
@@ -327,7 +328,7 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 				// Passed by, not in silence.
 				// (AtMostOnce on a Range queue of format 4 takes with
 				// take.lua, which reports them like an AtLeastOnce take.)
-				if m.mode == AtLeastOnce || sh(q).lists() {
+				if m.mode == AtLeastOnce || sh(q).Lists() {
 					assert.Contains(t, logged.String(), "lane keys of the wrong type")
 				} else {
 					assert.Greater(t, errs.Load(), int64(0), "reported to OnError")
@@ -342,12 +343,12 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			enqueueIDs(ctx, t, q, "a")
 			_, err := q.Enqueue(ctx, []byte("hi"), ID("hi"), Priority(laneTop(l.layout, 2)))
 			require.NoError(t, err)
-			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, 10*time.Millisecond)
+			got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 2, 10*time.Millisecond)
 			require.NoError(t, err)
 			require.Len(t, got, 2)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[2], "not a lane")))
 			time.Sleep(30 * time.Millisecond)
-			_, _, _, err = sh(q).sweep(ctx, 100)
+			_, _, _, err = sh(q).Sweep(ctx, 100)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"a"}, liveIDs(t, q))
 			dead := onlyDeadLetter(t, q)
@@ -359,7 +360,7 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			err = q.RequeueDead(ctx, "hi")
 			assert.ErrorIs(t, err, ErrCorrupt)
 			assert.ErrorContains(t, err, "wrong type")
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.lanes[2])))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Lanes()[2])))
 			require.NoError(t, q.RequeueDead(ctx, "hi"))
 			assert.Equal(t, []string{"hi", "a"}, liveIDs(t, q))
 		})
@@ -370,8 +371,8 @@ func TestWrongTypedLaneLeavesTheOthersWorking(t *testing.T) {
 			require.NoError(t, err)
 			_, err = q.Enqueue(ctx, []byte("hi"), ID("hi"), Delay(time.Minute), Priority(laneTop(l.layout, 2)))
 			require.NoError(t, err)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.lanes[2], "not a lane")))
-			moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[2], "not a lane")))
+			moved, _, _, err := sh(q).PromoteAt(ctx, fmtInt(time.Now().Add(time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			assert.Equal(t, 1, moved)
 			assert.Equal(t, []string{"lo"}, liveIDs(t, q))

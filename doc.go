@@ -39,9 +39,9 @@
 // Every key of queue Q starts with prioq:{Q}:, so that the whole queue lives
 // in one cluster slot: its lanes, a delayed set and the store of delayed
 // records, the ids of live caller-given ids, and for AtLeastOnce the leases,
-// in-flight records, dead letters and wake-up marker. keys.go describes each
-// key, builds every name, and is the only place that does in Go; every
-// script receives the keys it touches in KEYS, but those whose names it
+// in-flight records, dead letters and wake-up marker. internal/store/keys.go
+// describes each key, builds every name, and is the only place that does in
+// Go; every script receives the keys it touches in KEYS, but those whose names it
 // learns as it runs, which it builds from a key it was given (so they are in
 // its slot): a Range priority's list (prio:P), the lanes a take reads in the
 // filled index of a queue of many lanes, a group's list and keys, and the
@@ -96,7 +96,7 @@
 //
 // GroupLimit.Rate bounds the messages of a group taken in any window of a
 // given length, SetRateLimit those of the whole queue, on the Redis server's
-// clock: sliding-window logs, exact in every window (limits.go). A group at
+// clock: sliding-window logs, exact in every window (rates.go). A group at
 // its rate limit is parked and put back by a promoter when its next take is
 // due; consumers of a queue at its limit sleep until then. Neither polls.
 //

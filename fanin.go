@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
-
 	"github.com/prioq/prioq/internal/fanout"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // fanin.go: how a consumer of a queue of several shards takes: one blocking
@@ -23,7 +21,7 @@ import (
 // holds (its hint): learned from each take's reply (take.lua says the best
 // priority left), from a probe (top.lua) when it knows nothing, and raised
 // when the shard's wait reports new work: the wake-up's score is the best
-// priority made ready since (lua/lib.lua arm_wake), or unknown. A fetch takes
+// priority made ready since (internal/store/lua/lib.lua arm_wake), or unknown. A fetch takes
 // from the shard of the best hint, and only what is at least as good as the next best shard's
 // hint, so a single consumer draining a queue serves it in strict priority
 // order; with other consumers and producers at work, a hint can be stale
@@ -270,7 +268,7 @@ func (f *fetcher) fetchFanIn(n int) ([]*Message, error) {
 		if err != nil {
 			// A shard whose slot is moving is left alone as one that
 			// fails, unreported: a resharding is routine.
-			if !movedAway(err) {
+			if !store.MovedAway(err) {
 				f.report(err)
 			}
 			fi.markDown(i, f.cfg.RetryInterval, err)
@@ -314,12 +312,12 @@ func (f *fetcher) fetchTwoChoice(n int) ([]*Message, error) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				ctx, cancel := context.WithTimeout(context.Background(), f.shards[j].cfg.CallTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), f.shards[j].Config().CallTimeout)
 				defer cancel()
-				tj, ej = f.shards[j].top(ctx)
+				tj, ej = top(ctx, f.shards[j])
 			}()
-			ctx, cancel := context.WithTimeout(context.Background(), f.shards[i].cfg.CallTimeout)
-			ti, ei = f.shards[i].top(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), f.shards[i].Config().CallTimeout)
+			ti, ei = top(ctx, f.shards[i])
 			cancel()
 			<-done
 			if ei != nil || ej != nil {
@@ -361,13 +359,13 @@ func (f *fetcher) probeUnknown() {
 	tops := make([]int64, len(unknown))
 	errs := make([]error, len(unknown))
 	fanout.Each(len(unknown), len(unknown), func(j int) {
-		ctx, cancel := context.WithTimeout(context.Background(), f.shards[unknown[j]].cfg.CallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), f.shards[unknown[j]].Config().CallTimeout)
 		defer cancel()
-		tops[j], errs[j] = f.shards[unknown[j]].top(withRedirectBudget(ctx, redirectBudget))
+		tops[j], errs[j] = top(store.WithRedirectBudget(ctx, store.RedirectBudget), f.shards[unknown[j]])
 	})
 	for j, i := range unknown {
 		if errs[j] != nil {
-			if !movedAway(errs[j]) {
+			if !store.MovedAway(errs[j]) {
 				f.report(errs[j])
 			}
 			fi.markDown(i, f.cfg.RetryInterval, errs[j])
@@ -382,9 +380,9 @@ func (f *fetcher) probeUnknown() {
 // shard holds after it.
 func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	s, fi := f.shards[i], f.fanin
-	a := takeArgs{lanes: s.k.highFirst, n: n, top: true, guess: true}
-	if s.cfg.Mode == AtLeastOnce {
-		a.lease = f.cfg.Lease
+	a := store.TakeArgs{Lanes: s.Keys().HighFirst(), N: n, Top: true, Guess: true}
+	if s.Config().Mode == store.AtLeastOnce {
+		a.Lease = f.cfg.Lease
 	}
 	if fi.guess[i] {
 		// A guess takes only what it promised: a stale one takes nothing
@@ -393,64 +391,56 @@ func (f *fetcher) takeAtLeast(i, n int, next int64) ([]*Message, error) {
 	}
 	if next != hintEmpty {
 		// The lanes of priority next and better: highFirst down to next's.
-		floor := min(max(next, s.cfg.Layout.lowest()), s.cfg.Layout.highest())
-		if lane, err := s.cfg.Layout.laneOf(floor); err == nil {
-			a.popLanes = len(s.k.lanes) - lane
-			a.floor = fmtInt(floor)
+		layout := s.Config().Layout
+		floor := min(max(next, layout.Lowest()), layout.Highest())
+		if lane, err := layout.LaneOf(floor); err == nil {
+			a.PopLanes = layout.Lanes() - lane
+			a.Floor, a.Floored = floor, true
 		}
 	}
 	// Not derived from bg: a take abandoned by Close would lease messages
 	// nobody holds until their leases ran out. It ends by itself, and gives
 	// up soon on a shard whose slot is moving (the others are served
 	// meanwhile: withRedirectBudget).
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.Config().CallTimeout)
 	defer cancel()
-	r, err := s.takeFrom(withRedirectBudget(ctx, redirectBudget), a)
+	r, err := s.Take(store.WithRedirectBudget(ctx, store.RedirectBudget), a)
 	if err != nil {
 		fi.set(i, hintUnknown)
 		return nil, err
 	}
-	for _, err := range r.dropped {
+	for _, err := range r.Dropped {
 		f.report(err)
 	}
 	fi.set(i, hintEmpty)
-	if r.hasTop && !r.paused {
-		fi.set(i, r.top)
+	if r.HasTop && !r.Paused {
+		fi.set(i, r.Top)
 	}
-	if r.limited > 0 {
+	if r.Limited > 0 {
 		// At its share of the queue's rate limit: left alone until its
 		// next message may be taken, the other shards served meanwhile.
-		fi.markDown(i, r.limited, fi.err) // (a shard's failure stays the one to report)
+		fi.markDown(i, r.Limited, fi.err) // (a shard's failure stays the one to report)
 	}
-	return r.msgs, nil
+	return messagesOf(r.Deliveries), nil
 }
 
-// top is the best priority of the shard's ready messages, hintEmpty when
+// top is the best priority of shard s's ready messages, hintEmpty when
 // none or paused. One round trip.
-func (s *shard) top(ctx context.Context) (int64, error) {
-	var got string
-	keys := append([]string{s.k.paused}, s.k.highFirst...)
-	if err := s.do(ctx, s.eval(topScript, &got, keys, s.kind())); err != nil {
-		return 0, fmt.Errorf("prioq: probe %q: %w", s.name, err)
-	}
-	if got == "" {
-		return hintEmpty, nil
-	}
-	p, err := strconv.ParseInt(got, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("prioq: probe %q: %w: %q", s.name, ErrScript, got)
+func top(ctx context.Context, s *store.Shard) (int64, error) {
+	p, ok, err := s.Top(ctx)
+	if err != nil || !ok {
+		return hintEmpty, err
 	}
 	return p, nil
 }
 
-// wakePriority reads the wake-up's score: the opposite of the best priority
-// made ready, or -inf when that is not known.
+// wakePriority reads the wake-up's score: the best priority made ready, or
+// hintUnknown when that is not known.
 func wakePriority(score string) int64 {
-	f, err := strconv.ParseFloat(score, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) > MaxRangePriority {
-		return hintUnknown
+	if p, ok := store.WakePriority(score); ok {
+		return p
 	}
-	return -int64(f)
+	return hintUnknown
 }
 
 // waiter is a consumer's one blocking wait on a shard of a queue of several
@@ -485,13 +475,13 @@ func wakePriority(score string) int64 {
 // queue: nothing re-arms a wake-up lost with a killed consumer there
 // (AtLeastOnce has the sweep), so a lost one costs BlockTimeout at most.
 type waiter struct {
-	s      *shard
+	s      *store.Shard
 	i      int
 	cfg    *ConsumerConfig
 	fanin  *fanin
 	due    chan<- struct{} // the shard's promoter, or nil
 	report func(error)
-	poke   string // the consumer's poke key of this shard (keys.go)
+	poke   string // the consumer's poke key of this shard (internal/store/keys.go)
 
 	lastPoke time.Time // when pokeWhen last set the poke key (its goroutine alone)
 }
@@ -521,22 +511,19 @@ const pokeTTL = time.Minute
 
 func (w *waiter) run(ctx context.Context) {
 	s, fi := w.s, w.fanin
-	timeout := fmtSeconds(w.cfg.BlockTimeout)
-	watch := []string{s.k.wake, timeout}
-	var parkedWatch []string // nil: nothing to watch while parked
-	if w.due != nil {
-		watch = []string{s.k.sched, s.k.wake, timeout}
-		parkedWatch = []string{s.k.sched, w.poke, timeout}
-	}
+	// What a wait watches: the wake-up and, when the consumer promotes, the
+	// sched set first; parked, the sched set and the poke key (nothing
+	// without a promoter).
+	sched := w.due != nil
 	var last time.Time
 	parked := false // it gave a wake-up back: wait for its consumer to fetch
 	for ctx.Err() == nil {
-		args := watch
+		wake, poke := true, ""
 		var began <-chan struct{} // set: a parked wait, which a fetch that begins pokes
 		if parked {
 			parked = false
 			if fetching, b := fi.fetchState(); !fetching {
-				if parkedWatch == nil {
+				if !sched {
 					t := time.NewTimer(w.cfg.BlockTimeout)
 					select {
 					case <-b:
@@ -546,7 +533,7 @@ func (w *waiter) run(ctx context.Context) {
 					t.Stop()
 					continue
 				}
-				args, began = parkedWatch, b
+				wake, poke, began = false, w.poke, b
 			}
 		}
 		if gap := waiterGap - time.Since(last); gap > 0 && !sleepCtx(ctx, gap) {
@@ -557,9 +544,8 @@ func (w *waiter) run(ctx context.Context) {
 		if began != nil {
 			stopPoke = w.pokeWhen(began)
 		}
-		var got []string // key, member, score; a fresh receiver per call
-		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+blockMargin)
-		err := s.doBlocking(wctx, radix.Cmd(&got, "BZPOPMIN", args...))
+		wctx, cancel := context.WithTimeout(ctx, w.cfg.BlockTimeout+store.BlockMargin)
+		got, err := s.WaitAny(wctx, sched, wake, poke, w.cfg.BlockTimeout)
 		cancel()
 		if stopPoke != nil {
 			stopPoke()
@@ -570,10 +556,10 @@ func (w *waiter) run(ctx context.Context) {
 			// instant would be lost, so put one back (the promoter puts its
 			// own back as it stops).
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = s.do(rctx, radix.Cmd(nil, "ZADD", s.k.wake, "LT", "-inf", wakeMember))
+			_ = s.PutWake(rctx, "-inf")
 			cancel()
 			return
-		case closedUnder(s.c, err):
+		case s.ClosedUnder(err):
 			// The Cluster client closed the pool under the wait: wait again
 			// on the pool it has now. The wake-up may have been popped.
 			fi.raise(w.i, hintUnknown)
@@ -581,16 +567,16 @@ func (w *waiter) run(ctx context.Context) {
 			// The wake-up may have been popped into the failed call: what
 			// the shard holds is not known any more. (A slot moving is
 			// routine: not reported.)
-			if !movedAway(err) {
-				w.report(fmt.Errorf("prioq: wait on %q: %w", s.name, err))
+			if !store.MovedAway(err) {
+				w.report(fmt.Errorf("prioq: wait on %q: %w", s.Name(), err))
 			}
 			fi.raise(w.i, hintUnknown)
 			sleepCtx(ctx, w.cfg.RetryInterval)
-		case len(got) < 3:
-			if s.cfg.Mode == AtMostOnce {
+		case !got.Wake && !got.Sched && !got.Poke:
+			if s.Config().Mode == store.AtMostOnce {
 				fi.raise(w.i, hintUnknown)
 			}
-		case got[0] == s.k.sched:
+		case got.Sched:
 			select {
 			case w.due <- struct{}{}:
 			default:
@@ -598,10 +584,10 @@ func (w *waiter) run(ctx context.Context) {
 			// Parked, it stays so until its consumer fetches: the wake-up
 			// it gave back is still another consumer's to take.
 			parked = began != nil
-		case got[0] == w.poke:
+		case got.Poke:
 			// Its consumer began a fetch: watch the wake-up again.
 		default:
-			fi.raise(w.i, wakePriority(got[2]))
+			fi.raise(w.i, wakePriority(got.Score))
 			if fetching, began := fi.fetchState(); !fetching {
 				// Kept if the consumer fetches within wakeHold (between two
 				// Receives, say), else given back.
@@ -609,10 +595,10 @@ func (w *waiter) run(ctx context.Context) {
 				select {
 				case <-began:
 				case <-t.C:
-					w.giveBack(ctx, got[2])
+					w.giveBack(ctx, got.Score)
 					parked = true
 				case <-ctx.Done():
-					w.giveBack(ctx, got[2])
+					w.giveBack(ctx, got.Score)
 				}
 				t.Stop()
 			}
@@ -651,12 +637,7 @@ func (w *waiter) pokeWhen(began <-chan struct{}) (stop func()) {
 		w.lastPoke = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = w.s.doPipeline(ctx, func() *radix.Pipeline {
-			p := radix.NewPipeline()
-			p.Append(radix.Cmd(nil, "ZADD", w.poke, "0", pokeMember))
-			p.Append(radix.Cmd(nil, "PEXPIRE", w.poke, fmtInt(pokeTTL.Milliseconds())))
-			return p
-		})
+		_ = w.s.Poke(ctx, w.poke, pokeTTL)
 	}()
 	return func() {
 		close(done)
@@ -664,15 +645,12 @@ func (w *waiter) pokeWhen(began <-chan struct{}) (stop func()) {
 	}
 }
 
-// pokeMember is the one member of a poke key.
-const pokeMember = "p"
-
 // giveBack puts a wake-up of score back (LT: a better one set meanwhile
 // stays), for a consumer that waits for work.
 func (w *waiter) giveBack(ctx context.Context, score string) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second) // Close waits for it
 	defer cancel()
-	if err := w.s.do(pctx, radix.Cmd(nil, "ZADD", w.s.k.wake, "LT", score, wakeMember)); err != nil {
-		w.report(fmt.Errorf("prioq: wait on %q: giving a wake-up back: %w", w.s.name, err))
+	if err := w.s.PutWake(pctx, score); err != nil {
+		w.report(fmt.Errorf("prioq: wait on %q: giving a wake-up back: %w", w.s.Name(), err))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -90,7 +91,7 @@ func TestShardedQueueOperations(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, msgs, 12)
 			for _, m := range msgs {
-				require.NoError(t, m.fail(ctx, 0, "dead", failDead))
+				require.NoError(t, m.fail(ctx, 0, "dead", store.FailDead))
 			}
 			dead, err := q.DeadLetters(ctx, 0, 100)
 			require.NoError(t, err)
@@ -229,7 +230,7 @@ func TestShardedDelaysRetriesAndLeases(t *testing.T) {
 		require.NoError(t, err)
 		seen[msg.ID]++
 		shard := q.shardOf(msg.ID)
-		assert.Equal(t, msg.s, q.shards[shard], "delivered from its shard")
+		assert.Equal(t, msg.shard(), q.shards[shard], "delivered from its shard")
 		switch {
 		case msg.ID == want[0] && seen[msg.ID] == 1:
 			require.NoError(t, msg.Retry(ctx, 0, "again")) // a retry, delayed by the backoff
@@ -314,11 +315,11 @@ func TestShardsAreStored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, len(again.shards))
 	var meta map[string]string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(q).k.meta)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(q).Keys().Meta())))
 	assert.Equal(t, map[string]string{"layout": "levels:3", "mode": "at-least-once", "format": "3", "shards": "4"}, meta)
 
 	one := openQueue(t, c, Config{})
-	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(one).k.meta)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&meta, "HGETALL", sh(one).Keys().Meta())))
 	assert.Equal(t, map[string]string{"layout": "levels:3", "mode": "at-least-once", "format": "2"}, meta)
 	_, err = Open(ctx, c, one.Name(), Config{Shards: 3})
 	assert.ErrorIs(t, err, ErrConfigMismatch)
@@ -336,7 +337,7 @@ func TestShardedBatchFailsPerShard(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2), Shards: 3})
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.shards[1].k.ids, "not a set")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", q.shards[1].Keys().IDs(), "not a set")))
 	items := make([]EnqueueItem, 30)
 	for i := range items {
 		items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{ID(fmt.Sprintf("b-%d", i))}}
@@ -357,7 +358,7 @@ func TestShardedBatchFailsPerShard(t *testing.T) {
 	}
 	require.Greater(t, want[0]+want[2], int64(0))
 	require.Less(t, want[0]+want[2], int64(30), "some items fell on shard 1")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.shards[1].k.ids)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", q.shards[1].Keys().IDs())))
 	assert.Equal(t, want, shardCounts(t, q), "the failed part stored nothing, the others all")
 }
 
@@ -515,7 +516,7 @@ func TestShardedSchedIsASortedSet(t *testing.T) {
 	}
 	for _, s := range q.shards {
 		var typ string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&typ, "TYPE", s.k.sched)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&typ, "TYPE", s.Keys().Sched())))
 		assert.Equal(t, "zset", typ)
 	}
 	// A retry with a delay schedules in the sched set too (fail.lua).

@@ -1,19 +1,15 @@
 package prioq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // fetcher serves a consumer's Receive, ReceiveBatch and Run with one fetch in
@@ -22,15 +18,14 @@ import (
 // Callers wait on the fetch or their own ctx, whichever ends first, so a
 // caller that gives up takes nothing, and nothing already taken is dropped.
 type fetcher struct {
-	shards       []*shard
-	s            *shard          // shards[0]: the queue's one shard, when it has one
-	fanin        *fanin          // a queue of several shards (fanin.go), else nil
-	cfg          *ConsumerConfig // its consumer's
-	bg           context.Context // its consumer's: ends on Close
-	report       func(error)
-	blockTimeout string // cfg.BlockTimeout in seconds, as Redis takes it
-	callTimeout  time.Duration
-	multi        *multi // a MultiConsumer's (multi.go), else nil
+	shards      []*store.Shard
+	s           *store.Shard    // shards[0]: the queue's one shard, when it has one
+	fanin       *fanin          // a queue of several shards (fanin.go), else nil
+	cfg         *ConsumerConfig // its consumer's
+	bg          context.Context // its consumer's: ends on Close
+	report      func(error)
+	callTimeout time.Duration
+	multi       *multi // a MultiConsumer's (multi.go), else nil
 
 	mu      sync.Mutex
 	held    []*Message    // fetched but not handed out yet: one fetch's messages
@@ -81,7 +76,7 @@ func (f *fetcher) staleHeld(now time.Time) []*Message {
 	var stale []*Message
 	fresh := f.held[:0:0]
 	for _, m := range f.held {
-		if !m.deadline.IsZero() && (kept*keptLeaseShare > f.cfg.Lease || !now.Before(m.deadline)) {
+		if deadline := m.LeaseDeadline(); !deadline.IsZero() && (kept*keptLeaseShare > f.cfg.Lease || !now.Before(deadline)) {
 			stale = append(stale, m)
 		} else {
 			fresh = append(fresh, m)
@@ -106,13 +101,9 @@ func (f *fetcher) releaseKept(ctx context.Context, stale []*Message) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.callTimeout)
 		defer cancel()
 		for s, group := range byShard(stale) {
-			tokens := make([]string, len(group))
-			for i, m := range group {
-				tokens[i] = m.token
-			}
-			if _, err := s.release(rctx, tokens); err != nil {
+			if _, err := s.Release(rctx, tokensOf(group)); err != nil {
 				f.report(fmt.Errorf("prioq: receive from %q: giving back %d messages kept past a tenth of their lease: %w",
-					s.name, len(group), err))
+					s.Name(), len(group), err))
 			}
 		}
 	}()
@@ -124,9 +115,9 @@ func (f *fetcher) releaseKept(ctx context.Context, stale []*Message) error {
 	}
 }
 
-func newFetcher(shards []*shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
-	f := &fetcher{shards: shards, s: shards[0], cfg: cfg, bg: bg, report: report, blockTimeout: fmtSeconds(cfg.BlockTimeout),
-		callTimeout: shards[0].cfg.CallTimeout}
+func newFetcher(shards []*store.Shard, cfg *ConsumerConfig, bg context.Context, report func(error)) *fetcher {
+	f := &fetcher{shards: shards, s: shards[0], cfg: cfg, bg: bg, report: report,
+		callTimeout: shards[0].Config().CallTimeout}
 	if len(shards) > 1 {
 		f.fanin = newFanin(len(shards))
 	}
@@ -188,7 +179,7 @@ func (f *fetcher) receive(ctx context.Context, n int) ([]*Message, error) {
 // (AtMostOnce, one shard, not a Range queue of format 4): Close must let
 // such a pop end by itself. Every other fetch waits on wake-ups.
 func (f *fetcher) popsLanes() bool {
-	return f.multi == nil && f.fanin == nil && f.s.cfg.Mode == AtMostOnce && !f.s.lists()
+	return f.multi == nil && f.fanin == nil && f.s.Config().Mode == store.AtMostOnce && !f.s.Lists()
 }
 
 // stillWanted reports whether anyone waits for the fetch in progress.
@@ -232,9 +223,9 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 		msgs, err = f.multi.fetch(f, n)
 	case f.fanin != nil:
 		msgs, err = f.fetchFanIn(n)
-	case f.s.cfg.Mode == AtLeastOnce:
+	case f.s.Config().Mode == store.AtLeastOnce:
 		msgs, err = f.fetchLeased(n, f.cfg.Lease)
-	case f.s.lists():
+	case f.s.Lists():
 		// No blocking pop takes a Range (format 4) message: wait on the
 		// wake-up, take with take.lua and no lease.
 		msgs, err = f.fetchLeased(n, 0)
@@ -273,11 +264,11 @@ func (f *fetcher) fetch(done chan struct{}, n int) {
 // laneOrder returns the lane keys in the order to serve them this fetch:
 // the queue's fixed highest-first list, or a weighted draw.
 func (f *fetcher) laneOrder() []string {
-	c, q := f, f.s
+	c, lanes := f, f.s.Keys().Lanes()
 	if c.cfg.Weights == nil {
-		return q.k.highFirst
+		return f.s.Keys().HighFirst()
 	}
-	n := len(q.k.lanes)
+	n := len(lanes)
 	order := make([]string, 0, n)
 	// Weighted draw without replacement, then the zero-weight lanes, highest first.
 	w := append([]int(nil), c.cfg.Weights...)
@@ -289,7 +280,7 @@ func (f *fetcher) laneOrder() []string {
 		r := rand.IntN(total)
 		for i := n - 1; i >= 0; i-- {
 			if r < w[i] {
-				order = append(order, q.k.lanes[i])
+				order = append(order, lanes[i])
 				total -= w[i]
 				w[i] = 0
 				break
@@ -299,20 +290,11 @@ func (f *fetcher) laneOrder() []string {
 	}
 	for i := n - 1; i >= 0; i-- {
 		if c.cfg.Weights[i] == 0 {
-			order = append(order, q.k.lanes[i])
+			order = append(order, lanes[i])
 		}
 	}
 	return order
 }
-
-// blockingCmd issues commands radix v4.1.4 does not know to be blocking
-// (BLMPOP, BZMPOP) on a connection of their own: shared, they would stall
-// every command queued behind them on that connection.
-var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...string) radix.ActionProperties {
-	p := radix.DefaultActionProperties(cmd, args...)
-	p.CanShareConn, p.CanPipeline = false, false
-	return p
-}}
 
 // fetchPopped is the AtMostOnce fetch: one multi-key blocking pop over the
 // lanes in serving order. Redis serves the first non-empty key, which is what
@@ -322,130 +304,67 @@ var blockingCmd = radix.CmdConfig{ActionProperties: func(cmd string, args ...str
 // others (looking at the broken ones again on every later fetch, so a mended
 // lane is served again).
 func (f *fetcher) fetchPopped(n int) ([]*Message, error) {
-	c, q := f, f.s
+	q := f.s
 	if len(f.broken) > 0 {
 		if err := f.findBroken(); err != nil {
-			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+			return nil, fmt.Errorf("prioq: receive from %q: %w", q.Name(), err)
 		}
 	}
-	key, entries, err := f.pop(n)
-	if isReply(err) && strings.Contains(err.Error(), "WRONGTYPE") {
+	ds, err := f.pop(n)
+	if store.IsWrongType(err) {
 		if ferr := f.findBroken(); ferr != nil {
-			return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, ferr)
+			return nil, fmt.Errorf("prioq: receive from %q: %w", q.Name(), ferr)
 		}
 		if len(f.broken) > 0 {
-			key, entries, err = f.pop(n)
+			ds, err = f.pop(n)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("prioq: receive from %q: %w", q.name, err)
+		return nil, fmt.Errorf("prioq: receive from %q: %w", q.Name(), err)
 	}
-	lane, ok := q.k.laneIndex[key]
-	if !ok && len(entries) > 0 {
-		return nil, fmt.Errorf("prioq: receive from %q: %w: popped from unknown key %q", q.name, ErrScript, key)
-	}
-	msgs := make([]*Message, 0, len(entries))
-	for _, b := range entries {
-		e, err := q.decodeLaneEntry(b)
-		if err != nil {
-			// Nowhere to report it but OnError: at-most-once has no dead letters.
-			c.report(fmt.Errorf("prioq: receive from %q: dropped entry of lane %d: %w", q.name, lane, err))
-			continue
-		}
-		m := newMessage(e, q)
-		m.Attempts = 0
-		m.raw, m.lane = b, lane
-		msgs = append(msgs, m)
-	}
-	return msgs, nil
+	return messagesOf(ds), nil
 }
 
-// pop is fetchPopped's blocking pop over the lanes not known to be broken,
-// with a deadline of its own: abandoning a blocking pop early would close its
-// connection, and a message popped in that instant would be lost.
-func (f *fetcher) pop(n int) (key string, entries [][]byte, err error) {
-	c, q := f, f.s
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.BlockTimeout+blockMargin)
-	defer cancel()
-	keys, timeout := f.laneOrder(), c.blockTimeout
+// pop is fetchPopped's blocking pop over the lanes not known to be broken
+// (store's PopLanes: with a deadline of its own, as abandoning a blocking
+// pop early would close its connection, and a message popped in that
+// instant would be lost). An entry that did not decode is reported:
+// nowhere to report it but OnError, at-most-once has no dead letters.
+func (f *fetcher) pop(n int) ([]*store.Delivery, error) {
+	keys := f.laneOrder()
 	if len(f.broken) > 0 {
 		keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return f.broken[k] })
 		if len(keys) == 0 {
-			return "", nil, fmt.Errorf("%w: every lane key holds the wrong type", ErrCorrupt)
+			return nil, fmt.Errorf("%w: every lane key holds the wrong type", ErrCorrupt)
 		}
 	}
-	switch {
-	case n == 1 && !q.isRange(): // BLPOP: Redis ≥ 2.0
-		var r [][]byte
-		err = q.doBlocking(ctx, radix.Cmd(&r, "BLPOP", append(keys, timeout)...))
-		if err == nil && len(r) == 2 {
-			key, entries = string(r[0]), r[1:]
-		}
-	case n == 1: // BZPOPMIN: Redis ≥ 5.0
-		var r [][]byte
-		err = q.doBlocking(ctx, radix.Cmd(&r, "BZPOPMIN", append(keys, timeout)...))
-		if err == nil && len(r) == 3 {
-			key, entries = string(r[0]), r[1:2]
-		}
-	default: // BLMPOP / BZMPOP: Redis ≥ 7.0
-		args := append([]string{timeout, strconv.Itoa(len(keys))}, keys...)
-		var mb radix.Maybe
-		if q.isRange() {
-			var pairs [][][]byte // [member, score] pairs
-			mb.Rcv = radix.Tuple{&key, &pairs}
-			err = q.doBlocking(ctx, blockingCmd.Cmd(&mb, "BZMPOP", append(args, "MIN", "COUNT", strconv.Itoa(n))...))
-			if err == nil {
-				for _, p := range pairs {
-					if len(p) > 0 {
-						entries = append(entries, p[0])
-					}
-				}
-			}
-		} else {
-			mb.Rcv = radix.Tuple{&key, &entries}
-			err = q.doBlocking(ctx, blockingCmd.Cmd(&mb, "BLMPOP", append(args, "LEFT", "COUNT", strconv.Itoa(n))...))
-		}
-		if mb.Null {
-			// The timeout's null reply: nothing popped. (radix v4.1.4's Maybe
-			// still unmarshals it into its Tuple, which fails on the null
-			// array: "expected array of size 2 but got array of size 0".)
-			key, entries, err = "", nil, nil
-		}
+	ds, dropped, err := f.s.PopLanes(keys, n, f.cfg.BlockTimeout)
+	for _, d := range dropped {
+		f.report(d)
 	}
-	return key, entries, err
+	return ds, err
 }
 
 // findBroken asks the type of every lane key in one round trip and records
 // which ones hold the wrong type, reporting each newly broken one.
 func (f *fetcher) findBroken() error {
-	c, q := f, f.s
-	lanes := q.k.lanes
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+	q := f.s
+	ctx, cancel := context.WithTimeout(context.Background(), q.Config().CallTimeout)
 	defer cancel()
-	want := "list"
-	if q.isRange() {
-		want = "zset"
-	}
-	var types []string
-	err := q.doPipeline(ctx, func() *radix.Pipeline {
-		types = make([]string, len(lanes))
-		p := radix.NewPipeline()
-		for i, k := range lanes {
-			p.Append(radix.Cmd(&types[i], "TYPE", k))
-		}
-		return p
-	})
+	types, want, err := q.WrongLanes(ctx)
 	if err != nil {
 		return err
 	}
 	broken := make(map[string]bool)
-	for i, k := range lanes {
-		if types[i] != "none" && types[i] != want {
-			broken[k] = true
-			if !f.broken[k] {
-				c.report(fmt.Errorf("prioq: receive from %q: %w: lane %s is a %s, not a %s: its messages wait until it is mended",
-					q.name, ErrCorrupt, k, types[i], want))
-			}
+	for _, k := range q.Keys().Lanes() { // in lane order: reported so
+		typ, ok := types[k]
+		if !ok {
+			continue
+		}
+		broken[k] = true
+		if !f.broken[k] {
+			f.report(fmt.Errorf("prioq: receive from %q: %w: lane %s is a %s, not a %s: its messages wait until it is mended",
+				q.Name(), ErrCorrupt, k, typ, want))
 		}
 	}
 	f.broken = broken
@@ -468,17 +387,17 @@ func (f *fetcher) findBroken() error {
 // idle consumer).
 func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	c, q := f, f.s
-	takeOnce := func() takeResult {
+	takeOnce := func() store.Taken {
 		if c.cfg.Weights == nil {
 			// The queue's fixed order: merged with its other consumers' takes.
-			return q.takeMerged(c.bg, n, lease)
+			return q.TakeShared(c.bg, n, lease)
 		}
 		// Not derived from c.bg: a take abandoned by Close would lease a
 		// message nobody holds until its lease ran out. It ends by itself.
-		ctx, cancel := context.WithTimeout(context.Background(), q.cfg.CallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), q.Config().CallTimeout)
 		defer cancel()
-		r, err := q.takeFrom(ctx, takeArgs{lanes: f.laneOrder(), n: n, lease: lease})
-		return takeResult{msgs: r.msgs, limited: r.limited, dropped: r.dropped, err: err}
+		r, err := q.Take(ctx, store.TakeArgs{Lanes: f.laneOrder(), N: n, Lease: lease})
+		return store.Taken{Deliveries: r.Deliveries, Limited: r.Limited, Dropped: r.Dropped, Err: err}
 	}
 	// take is takeOnce, and while the queue is at its rate limit, a sleep
 	// until its next message may be taken (at most BlockTimeout, so that a
@@ -491,14 +410,14 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 	take := func() ([]*Message, error) {
 		for {
 			r := takeOnce()
-			for _, d := range r.dropped {
+			for _, d := range r.Dropped {
 				// Nowhere to report it but OnError: AtMostOnce has no dead letters.
 				c.report(d)
 			}
-			if r.err != nil || len(r.msgs) > 0 || r.limited <= 0 {
-				return r.msgs, r.err
+			if r.Err != nil || len(r.Deliveries) > 0 || r.Limited <= 0 {
+				return messagesOf(r.Deliveries), r.Err
 			}
-			t := time.NewTimer(min(r.limited, c.cfg.BlockTimeout))
+			t := time.NewTimer(min(r.Limited, c.cfg.BlockTimeout))
 			select {
 			case <-t.C:
 			case <-c.bg.Done():
@@ -517,21 +436,20 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 		return msgs, err
 	}
 	for {
-		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+blockMargin)
-		var got []string
-		err := q.doBlocking(ctx, radix.Cmd(&got, "BZPOPMIN", q.k.wake, c.blockTimeout))
+		ctx, cancel := context.WithTimeout(c.bg, c.cfg.BlockTimeout+store.BlockMargin)
+		woken, err := q.WaitWake(ctx, c.cfg.BlockTimeout)
 		cancel()
 		if err != nil {
 			if c.bg.Err() != nil {
 				f.rearmWake()
 				return nil, ErrClosed
 			}
-			if closedUnder(q.c, err) {
+			if q.ClosedUnder(err) {
 				return take() // the wake-up may have gone with the pool
 			}
-			return nil, fmt.Errorf("prioq: wait on %q: %w", q.name, err)
+			return nil, fmt.Errorf("prioq: wait on %q: %w", q.Name(), err)
 		}
-		if len(got) > 0 {
+		if woken {
 			return take()
 		}
 		if lease == 0 {
@@ -551,7 +469,7 @@ func (f *fetcher) fetchLeased(n int, lease time.Duration) ([]*Message, error) {
 func (f *fetcher) rearmWake() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = f.s.do(ctx, radix.Cmd(nil, "ZADD", f.s.k.wake, "0", wakeMember))
+	_ = f.s.RearmWake(ctx)
 }
 
 // releaseIDs frees the caller ids of AtMostOnce messages as they are handed
@@ -563,13 +481,13 @@ func (f *fetcher) rearmWake() {
 // goes to OnError.
 func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
 	// A consumer's messages share one mode (a MultiConsumer's: AtLeastOnce).
-	if len(msgs) == 0 || msgs[0].s.cfg.Mode != AtMostOnce {
+	if len(msgs) == 0 || msgs[0].shard().Config().Mode != store.AtMostOnce {
 		return
 	}
 	for s, group := range byShard(msgs) {
 		var ids []string
 		for _, m := range group {
-			if m.callerID {
+			if m.d.CallerID {
 				ids = append(ids, m.ID)
 			}
 		}
@@ -579,34 +497,41 @@ func (f *fetcher) releaseIDs(ctx context.Context, msgs []*Message) {
 	}
 }
 
-func (f *fetcher) releaseIDsOf(ctx context.Context, s *shard, ids []string) {
-	release := func(ctx context.Context) error {
-		return s.do(ctx, radix.Cmd(nil, "SREM", append([]string{s.k.ids}, ids...)...))
-	}
+func (f *fetcher) releaseIDsOf(ctx context.Context, s *store.Shard, ids []string) {
+	release := func(ctx context.Context) error { return s.ReleaseIDs(ctx, ids) }
 	if ctx.Err() == nil {
 		if err := release(ctx); err == nil || ctx.Err() == nil {
 			if err != nil {
-				f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.name, err))
+				f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.Name(), err))
 			}
 			return
 		}
 	}
 	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Config().CallTimeout)
 		defer cancel()
 		if err := release(rctx); err != nil {
-			f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.name, err))
+			f.report(fmt.Errorf("prioq: receive from %q: releasing ids: %w", s.Name(), err))
 		}
 	}()
 }
 
 // byShard groups messages by the shard they came from, keeping their order.
-func byShard(msgs []*Message) map[*shard][]*Message {
-	out := make(map[*shard][]*Message, 1)
+func byShard(msgs []*Message) map[*store.Shard][]*Message {
+	out := make(map[*store.Shard][]*Message, 1)
 	for _, m := range msgs {
-		out[m.s] = append(out[m.s], m)
+		out[m.shard()] = append(out[m.shard()], m)
 	}
 	return out
+}
+
+// tokensOf are the lease tokens of msgs.
+func tokensOf(msgs []*Message) []string {
+	tokens := make([]string, len(msgs))
+	for i, m := range msgs {
+		tokens[i] = m.token()
+	}
+	return tokens
 }
 
 // giveBack gives held messages back, one round trip per shard they came
@@ -625,93 +550,26 @@ func (f *fetcher) giveBack(ctx context.Context, held []*Message) error {
 	return errors.Join(errs...)
 }
 
-func (f *fetcher) giveBackTo(ctx context.Context, q *shard, held []*Message) error {
-	if q.cfg.Mode == AtLeastOnce {
-		tokens := make([]string, len(held))
-		for i, m := range held {
-			tokens[i] = m.token
-		}
-		if _, err := q.release(ctx, tokens); err != nil {
-			return fmt.Errorf("prioq: close consumer of %q: %w", q.name, err)
+func (f *fetcher) giveBackTo(ctx context.Context, q *store.Shard, held []*Message) error {
+	if q.Config().Mode == store.AtLeastOnce {
+		if _, err := q.Release(ctx, tokensOf(held)); err != nil {
+			return fmt.Errorf("prioq: close consumer of %q: %w", q.Name(), err)
 		}
 		return nil
 	}
-	// Each command is judged alone: one into a lane key of the wrong type
-	// fails, and its message, having nowhere else to go (AtMostOnce has no
-	// dead letters), is lost: reported, and its caller id released. One a
-	// cluster node refused because the slot is moving goes again after a
-	// wait (a lane's messages fail or pass together, so they keep their
-	// order).
-	var lost []*Message
-	var err, refused error
-	wait := 5 * time.Millisecond
-	for pending := held; len(pending) > 0; {
-		pushed := make([]int64, len(pending)) // a command's reply; -1 until it arrives
-		p := radix.NewPipeline()
-		var tx *namedTx // Range (format 4), Levels (format 5): the pushes, newest first
-		if q.lists() || q.filled() {
-			tx = &namedTx{s: q, cmd: "LPUSH"}
-		}
-		for i := len(pending) - 1; i >= 0; i-- { // LPUSH in reverse keeps their order
-			m := pending[i]
-			pushed[i] = -1
-			switch {
-			case tx != nil:
-				u := q.namedPush(m.lane, m.Priority)
-				u.vals = []string{string(m.raw)}
-				tx.pushes = append(tx.pushes, u)
-			case q.isRange():
-				p.Append(radix.Cmd(&pushed[i], "ZADD", q.k.lanes[m.lane], scoreOf(m.Priority), string(m.raw)))
-			default:
-				p.Append(radix.Cmd(&pushed[i], "LPUSH", q.k.lanes[m.lane], string(m.raw)))
-			}
-		}
-		if tx != nil {
-			tx.appendTo(p)
-		}
-		err = q.do(ctx, p)
-		if tx != nil {
-			lengths, errs := tx.results(ctx, err)
-			for k, n := range lengths {
-				if i := len(pending) - 1 - k; n > 0 {
-					pushed[i] = n
-				}
-			}
-			// Refused inside the transaction (EXEC itself succeeded): why.
-			refused = errors.Join(errs...)
-		}
-		if err != nil && !isReply(err) {
-			return fmt.Errorf("prioq: close consumer of %q: putting back %d messages: %w", q.name, len(pending), err)
-		}
-		var failed []*Message
-		for i, m := range pending {
-			if pushed[i] < 0 {
-				failed = append(failed, m)
-			}
-		}
-		pending = nil
-		if isRedirect(err) && sleepCtx(ctx, wait) {
-			pending, wait = failed, min(2*wait, 100*time.Millisecond)
-		} else {
-			lost = failed
-		}
+	ds := make([]*store.Delivery, len(held))
+	for i, m := range held {
+		ds[i] = m.d
 	}
-	if back := len(held) - len(lost); back > 0 && q.wakes() {
-		// A queue of several shards: its consumers learn of work from the
-		// wake-up, not from a blocking pop on the lanes.
-		best := int64(math.MinInt64)
+	lost, err := q.PutBack(ctx, ds, f.report)
+	if len(lost) > 0 {
+		msgs := make([]*Message, 0, len(lost))
 		for _, m := range held {
-			if !slices.Contains(lost, m) {
-				best = max(best, m.Priority)
+			if slices.Contains(lost, m.d) {
+				msgs = append(msgs, m)
 			}
 		}
-		if werr := q.do(ctx, radix.Cmd(nil, "ZADD", q.k.wake, "LT", fmtInt(-best), wakeMember)); werr != nil {
-			f.report(fmt.Errorf("prioq: close consumer of %q: setting the wake-up: %w", q.name, werr))
-		}
+		f.releaseIDs(ctx, msgs)
 	}
-	if len(lost) == 0 {
-		return nil
-	}
-	f.releaseIDs(ctx, lost)
-	return fmt.Errorf("prioq: close consumer of %q: %d of %d messages lost, their lane refused them: %w", q.name, len(lost), len(held), cmp.Or(err, refused))
+	return err
 }

@@ -43,7 +43,7 @@ func TestWeightedOrderDoesNotStarve(t *testing.T) {
 // with a weight come first in a weighted draw, then the others highest first.
 func TestLaneOrder(t *testing.T) {
 	q := pureQueue(Config{Layout: Levels(4)})
-	l := sh(q).k.lanes
+	l := sh(q).Keys().Lanes()
 	order := func(w []int) []string {
 		f := newFetcher(q.shards, &ConsumerConfig{Weights: w}, context.Background(), nil)
 		return f.laneOrder()
@@ -268,12 +268,12 @@ func TestKeptMessageIsHandedOutAtOnce(t *testing.T) {
 	c := newConsumer(t, q, ConsumerConfig{Lease: 10 * time.Second, NoPromoter: true})
 	id := holdOne(t, q, c)
 	c.fetcher.mu.Lock()
-	token := c.fetcher.held[0].token
+	token := c.fetcher.held[0].token()
 	c.fetcher.mu.Unlock()
 	m, err := c.Receive(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, m.ID)
-	assert.Equal(t, token, m.token, "the kept delivery itself")
+	assert.Equal(t, token, m.token(), "the kept delivery itself")
 	require.NoError(t, m.Ack(ctx))
 }
 

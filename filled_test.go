@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -57,14 +58,14 @@ func TestTakeFromManyLanesCarriesFewKeys(t *testing.T) {
 					args = append(args, fmt.Sprint(a))
 				}
 				// take.lua's KEYS begin with the paused and the leases keys.
-				if len(args) < 5 || !strings.EqualFold(args[0], "evalsha") || args[3] != sh(q).k.paused || args[4] != sh(q).k.leases {
+				if len(args) < 5 || !strings.EqualFold(args[0], "evalsha") || args[3] != sh(q).Keys().Paused() || args[4] != sh(q).Keys().Leases() {
 					continue
 				}
 				takes++
 				// Five and the fence (keys.go), which the script never reads.
 				assert.Equal(t, "6", args[2], "keys of a take: %v", args[:min(len(args), 9)])
 				if len(args) > 8 {
-					assert.Equal(t, sh(q).k.fence, args[8], "the take's last key")
+					assert.Equal(t, sh(q).Keys().Fence(), args[8], "the take's last key")
 				}
 				for _, a := range args {
 					assert.False(t, strings.Contains(a, "lane:"), "no lane key among the take's arguments: %v", a)
@@ -93,7 +94,7 @@ func ackPriorities(t *testing.T, ctx context.Context, cons *Consumer, n int) []i
 func filledNames(t *testing.T, c radix.Client, q *Queue, lane int) bool {
 	t.Helper()
 	var score string
-	require.NoError(t, c.Do(context.Background(), radix.Cmd(&score, "ZSCORE", sh(q).k.filled, fmt.Sprint(lane))))
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&score, "ZSCORE", sh(q).Keys().Filled(), fmt.Sprint(lane))))
 	return score != ""
 }
 
@@ -158,26 +159,26 @@ func testFilledIndexNamesEveryWrite(t *testing.T, layout Layout, high int64) {
 			_, err := e.q.Enqueue(ctx, []byte("high"), Priority(high), Delay(time.Hour))
 			require.NoError(t, err)
 			require.False(t, filledNames(t, e.c, e.q, filledTop))
-			n, _, _, err := sh(e.q).promoteAt(ctx, fmt.Sprint(time.Now().Add(2*time.Hour).UnixMilli()))
+			n, _, _, err := sh(e.q).PromoteAt(ctx, fmt.Sprint(time.Now().Add(2*time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}},
 		{"fail.lua (retry now)", true, func(t *testing.T, ctx context.Context, e *env) {
-			require.NoError(t, failTok(sh(e.q), ctx, e.high.token, 0, "again", failRetry))
+			require.NoError(t, failTok(sh(e.q), ctx, e.high.token(), 0, "again", store.FailRetry))
 		}},
 		{"sweep.lua (lease expired)", true, func(t *testing.T, ctx context.Context, e *env) {
-			require.NoError(t, e.c.Do(ctx, radix.Cmd(nil, "ZADD", sh(e.q).k.leases, "1", e.high.token)))
-			back, _, _, err := sh(e.q).sweep(ctx, 10)
+			require.NoError(t, e.c.Do(ctx, radix.Cmd(nil, "ZADD", sh(e.q).Keys().Leases(), "1", e.high.token())))
+			back, _, _, err := sh(e.q).Sweep(ctx, 10)
 			require.NoError(t, err)
 			require.Equal(t, 1, back)
 		}},
 		{"release.lua (given back)", true, func(t *testing.T, ctx context.Context, e *env) {
-			n, err := sh(e.q).release(ctx, []string{e.high.token})
+			n, err := sh(e.q).Release(ctx, []string{e.high.token()})
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}},
 		{"dead.lua (requeued)", true, func(t *testing.T, ctx context.Context, e *env) {
-			require.NoError(t, failTok(sh(e.q), ctx, e.high.token, 0, "dead", failDead))
+			require.NoError(t, failTok(sh(e.q), ctx, e.high.token(), 0, "dead", store.FailDead))
 			require.NoError(t, e.q.RequeueDead(ctx, e.high.ID))
 		}},
 	}
@@ -186,7 +187,7 @@ func testFilledIndexNamesEveryWrite(t *testing.T, layout Layout, high int64) {
 			c := newClient(t)
 			ctx := ctxT(t, 10*time.Second)
 			q := openQueue(t, c, Config{Layout: layout})
-			require.True(t, sh(q).filled())
+			require.True(t, sh(q).Filled())
 			e := &env{c: c, q: q, cons: newConsumer(t, q, ConsumerConfig{NoPromoter: true})}
 			if tc.taken {
 				take(t, ctx, e)
@@ -211,13 +212,13 @@ func testFilledIndexNamesEveryWrite(t *testing.T, layout Layout, high int64) {
 		s := sh(q)
 		_, err := q.Enqueue(ctx, []byte("high"), Priority(high))
 		require.NoError(t, err)
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.inflight, "not a hash")))
-		_, _, err = s.take(ctx, s.k.highFirst, 1, time.Minute)
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Inflight(), "not a hash")))
+		_, _, err = shardTake(s, ctx, s.Keys().HighFirst(), 1, time.Minute)
 		require.Error(t, err)
-		_, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+		_, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 		require.ErrorContains(t, err, "WRONGTYPE")
 		assert.True(t, filledNames(t, c, q, filledTop), "the undo named the lane again")
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.inflight)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Inflight())))
 		_, err = q.Enqueue(ctx, []byte("low"), Priority(0))
 		require.NoError(t, err)
 		m, err := newConsumer(t, q, ConsumerConfig{NoPromoter: true}).Receive(ctx)
@@ -252,23 +253,23 @@ func TestFilledIndexDamageHidesNothing(t *testing.T) {
 	want := []string{"15", "7", "7", "0"}
 	cases := []struct {
 		name   string
-		damage func(t *testing.T, ctx context.Context, c radix.Client, s *shard)
+		damage func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard)
 	}{
-		{"deleted", func(t *testing.T, ctx context.Context, c radix.Client, s *shard) {
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.filled)))
+		{"deleted", func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard) {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Filled())))
 		}},
-		{"of the wrong type", func(t *testing.T, ctx context.Context, c radix.Client, s *shard) {
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.filled)))
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.filled, "x")))
+		{"of the wrong type", func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard) {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Filled())))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Filled(), "x")))
 		}},
-		{"names of no lane", func(t *testing.T, ctx context.Context, c radix.Client, s *shard) {
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.filled, "-1000", "x", "-999", "99", "-998", "-3", "-997", "1.5")))
+		{"names of no lane", func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard) {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Filled(), "-1000", "x", "-999", "99", "-998", "-3", "-997", "1.5")))
 		}},
-		{"names of empty lanes above", func(t *testing.T, ctx context.Context, c radix.Client, s *shard) {
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.filled, "-14", "14", "-9", "9")))
+		{"names of empty lanes above", func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard) {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Filled(), "-14", "14", "-9", "9")))
 		}},
-		{"only the lowest lane named", func(t *testing.T, ctx context.Context, c radix.Client, s *shard) {
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZREM", s.k.filled, "15", "7")))
+		{"only the lowest lane named", func(t *testing.T, ctx context.Context, c radix.Client, s *store.Shard) {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZREM", s.Keys().Filled(), "15", "7")))
 		}},
 	}
 	for _, tc := range cases {
@@ -295,7 +296,7 @@ func TestFilledIndexDamageHidesNothing(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{"after", "after-id"}, drain(t, ctx, cons))
 			if tc.name == "of the wrong type" {
-				assert.True(t, strings.Contains(logs.String(), sh(q).k.filled), "the broken index is reported: %s", logs.String())
+				assert.True(t, strings.Contains(logs.String(), sh(q).Keys().Filled()), "the broken index is reported: %s", logs.String())
 			}
 		})
 	}
@@ -312,20 +313,20 @@ func TestFilledIndexHonoursPause(t *testing.T) {
 	_, err := q.Enqueue(ctx, []byte("x"), Priority(9))
 	require.NoError(t, err)
 	require.NoError(t, q.Pause(ctx))
-	msgs, paused, err := s.take(ctx, s.k.highFirst, 1, time.Minute)
+	msgs, paused, err := shardTake(s, ctx, s.Keys().HighFirst(), 1, time.Minute)
 	require.NoError(t, err)
 	assert.True(t, paused)
 	assert.Len(t, msgs, 0)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 	require.NoError(t, err)
 	assert.True(t, r.paused)
 	require.NoError(t, q.Resume(ctx))
 
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.paused, "x")))
-	_, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Paused(), "x")))
+	_, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 	require.ErrorContains(t, err, "WRONGTYPE")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.paused)))
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Paused())))
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1, "the failed take changed nothing")
 	assert.Equal(t, "x", string(r.msgs[0].Payload))
@@ -347,34 +348,34 @@ func TestLevelsQueuesOfFormat2KeepWorking(t *testing.T) {
 		_, err := old.Enqueue(ctx, []byte(fmt.Sprint(p)), Priority(p))
 		require.NoError(t, err)
 	}
-	k := sh(old).k
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", k.meta, "mode", AtLeastOnce.String(), "format", storageFormat)))
+	k := sh(old).Keys()
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", k.Meta(), "mode", AtLeastOnce.String(), "format", "2")))
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", k.filled)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", k.Filled())))
 	require.Equal(t, 0, n)
 
 	q, err := Open(ctx, c, name, Config{Layout: filledLayout})
 	require.NoError(t, err)
-	assert.True(t, q.cfg.Layout.unfilled)
-	assert.False(t, sh(q).filled())
-	assert.Equal(t, argKindLevels, sh(q).kind())
+	assert.True(t, q.layout().Unfilled())
+	assert.False(t, sh(q).Filled())
+	assert.True(t, !sh(q).IsRange() && !sh(q).Filled(), "plain Levels: no filled index")
 	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
 	assert.Equal(t, []int64{filledTop, 9, 2}, ackPriorities(t, ctx, cons, 3))
 	var format string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", k.meta, "format")))
-	assert.Equal(t, storageFormat, format, "its format is kept")
+	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", k.Meta(), "format")))
+	assert.Equal(t, "2", format, "its format is kept")
 
 	// A new one is of format 5, which the earlier versions' Open refuses
 	// (they compare the format exactly).
 	fresh := openQueue(t, c, Config{Layout: filledLayout})
-	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(fresh).k.meta, "format")))
-	assert.Equal(t, filledFormat, format)
+	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(fresh).Keys().Meta(), "format")))
+	assert.Equal(t, "5", format)
 	// Few lanes, AtMostOnce or sharded: no index, the format as before.
-	for _, cfg := range []Config{{Layout: Levels(filledLanes)}, {Layout: filledLayout, Mode: AtMostOnce}, {Layout: filledLayout, Shards: 2}} {
+	for _, cfg := range []Config{{Layout: Levels(store.FilledLanes)}, {Layout: filledLayout, Mode: AtMostOnce}, {Layout: filledLayout, Shards: 2}} {
 		q := openQueue(t, c, cfg)
-		assert.False(t, sh(q).filled(), "%+v", cfg)
-		require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(q).k.meta, "format")))
-		assert.NotEqual(t, filledFormat, format)
+		assert.False(t, sh(q).Filled(), "%+v", cfg)
+		require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(q).Keys().Meta(), "format")))
+		assert.NotEqual(t, "5", format)
 	}
 }
 
@@ -394,10 +395,10 @@ func TestFilledIndexRemadeByAPushIsChecked(t *testing.T) {
 			ctx := ctxT(t, 20*time.Second)
 			q := openQueue(t, c, Config{Layout: l.layout})
 			s := sh(q)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.filled, "x")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Filled(), "x")))
 			_, err := q.Enqueue(ctx, []byte("high"), Priority(l.high)) // its name refused
 			require.NoError(t, err)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.filled)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Filled())))
 			for range 2 {
 				_, err := q.Enqueue(ctx, []byte("low"), Priority(0))
 				require.NoError(t, err)

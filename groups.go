@@ -1,18 +1,15 @@
 package prioq
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 
-	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // Groups share a queue fairly among the tenants (or any other keys) that use
 // it. A message enqueued with Group(key) waits in its group's list beside its
-// lane (keys.go), and the lane holds one marker of the group in its place:
+// lane (internal/store/keys.go), and the lane holds one marker of the group in its place:
 // a take that meets the marker takes the group's oldest message and puts the
 // marker back at the lane's tail while the group has more. So within a
 // priority the groups with work are served in turn, each first in, first
@@ -35,22 +32,6 @@ import (
 // a group lives in the shard its key hashes to, so its order and its limit
 // are exact.
 
-// maxGroupLen is the longest group key (the envelope keeps its length in
-// one byte).
-const maxGroupLen = 128
-
-// validateGroup checks a group key: 1..128 printable ASCII bytes, no space
-// (the rules of ids: it is part of key names and of the envelope).
-func validateGroup(g string) error {
-	if len(g) == 0 || len(g) > maxGroupLen {
-		return fmt.Errorf("%w: group of %d bytes (want 1..%d)", ErrInvalidOption, len(g), maxGroupLen)
-	}
-	if i := unprintable(g); i >= 0 {
-		return fmt.Errorf("%w: group has byte %#x at %d (want printable ASCII, no space)", ErrInvalidOption, g[i], i)
-	}
-	return nil
-}
-
 // Group puts the message in group key (a tenant, a customer): see the
 // package's groups. Needs an AtLeastOnce queue of Levels or Range layout
 // (ErrWrongMode, ErrInvalidOption otherwise). In a queue of several shards
@@ -58,19 +39,19 @@ func validateGroup(g string) error {
 // ErrInvalidOption; see ID).
 func Group(key string) Option {
 	return func(o *sendOptions) {
-		if err := validateGroup(key); err != nil {
+		if err := store.ValidateGroup(key); err != nil {
 			o.err = err
 		}
 		o.group = key
 	}
 }
 
-// checkGroup says whether a queue with cfg can hold messages of a group.
-func checkGroup(cfg *Config, o *sendOptions) error {
+// checkGroup says whether the queue can hold messages of a group.
+func (q *Queue) checkGroup(o *sendOptions) error {
 	switch {
-	case cfg.Mode != AtLeastOnce:
+	case q.cfg.Mode != AtLeastOnce:
 		return fmt.Errorf("%w: groups need AtLeastOnce (their limits count leases)", ErrWrongMode)
-	case cfg.Layout.seqMembers:
+	case q.layout().SeqMembers():
 		return fmt.Errorf("%w: groups need lists: Levels or Range, not RangeSorted", ErrInvalidOption)
 	case o.orderingKey != "":
 		return fmt.Errorf("%w: Group and OrderingKey both choose the shard", ErrInvalidOption)
@@ -96,7 +77,7 @@ type GroupLimit struct {
 // again by its next take). One round trip per shard.
 func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) error {
 	if group != "" {
-		if err := validateGroup(group); err != nil {
+		if err := store.ValidateGroup(group); err != nil {
 			return err
 		}
 	}
@@ -109,15 +90,13 @@ func (q *Queue) SetGroupLimit(ctx context.Context, group string, l GroupLimit) e
 	if q.cfg.Mode != AtLeastOnce {
 		return fmt.Errorf("prioq: set group limit of %q: %w", q.name, ErrWrongMode)
 	}
-	if q.cfg.Layout.seqMembers {
+	if q.layout().SeqMembers() {
 		// No message of a group can be stored there (checkGroup): a limit
 		// would be a key that nothing reads.
 		return fmt.Errorf("%w: set group limit of %q: groups need lists: Levels or Range, not RangeSorted", ErrInvalidOption, q.name)
 	}
-	return q.eachShard(func(_ int, s *shard) error {
-		err := s.do(ctx, s.eval(groupLimitScript, nil, []string{s.k.glimits, s.k.gpark, s.k.wake, s.k.lanes[0]},
-			s.kind(), group, fmtLimit(l.Concurrency, l.Rate), strconv.Itoa(len(s.k.lanes))))
-		if err != nil {
+	return q.eachShard(func(_ int, s *store.Shard) error {
+		if err := s.SetGroupLimit(ctx, group, l.Concurrency, store.Rate(l.Rate)); err != nil {
 			return fmt.Errorf("prioq: set group limit of %q: %w", q.name, err)
 		}
 		return nil
@@ -143,32 +122,12 @@ type GroupStats struct {
 // Groups returns the figures of the groups with messages waiting or in
 // flight, the most loaded first (Ready + InFlight, then name), at most n
 // (n <= 0: all). It reads every group's counts and the lease tokens of the
-// groups that may have messages in flight (keys.go gflight), never a
+// groups that may have messages in flight (internal/store/keys.go gflight), never a
 // message: O(groups + their messages in flight), two round trips per shard.
 func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
-	type counts struct {
-		ready, park, limits map[string]string
-		due                 []string // gdue: group, time, ...
-		inflight            []string // group, count, ...
-	}
-	per := make([]counts, len(q.shards))
-	err := q.eachShard(func(i int, s *shard) error {
-		c := &per[i]
-		err := s.doPipeline(ctx, func() *radix.Pipeline {
-			*c = counts{}
-			p := radix.NewPipeline()
-			p.Append(radix.Cmd(&c.ready, "HGETALL", s.k.gready))
-			p.Append(radix.Cmd(&c.park, "HGETALL", s.k.gpark))
-			p.Append(radix.Cmd(&c.limits, "HGETALL", s.k.glimits))
-			p.Append(radix.Cmd(&c.due, "ZRANGE", s.k.gdue, "0", "-1", "WITHSCORES"))
-			return p
-		})
-		if err == nil {
-			// (A script, so not in the pipeline: radix sends EVALSHA and
-			// falls back to EVAL, which a pipeline cannot.)
-			err = s.do(ctx, s.eval(groupInflightScript, &c.inflight, []string{s.k.leases, s.k.gflight, s.k.gpark, s.k.lanes[0]}))
-		}
-		if err != nil {
+	per := make([]store.GroupCounts, len(q.shards))
+	err := q.eachShard(func(i int, s *store.Shard) (err error) {
+		if per[i], err = s.GroupCounts(ctx); err != nil {
 			return fmt.Errorf("prioq: groups of %q: %w", q.name, err)
 		}
 		return nil
@@ -176,56 +135,11 @@ func (q *Queue) Groups(ctx context.Context, n int) ([]GroupStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*GroupStats{}
-	get := func(g string) *GroupStats {
-		st := byName[g]
-		if st == nil {
-			st = &GroupStats{Group: g}
-			byName[g] = st
-		}
-		return st
-	}
-	for _, c := range per {
-		// A group lives in one shard: its figures come from that one.
-		for g, v := range c.ready {
-			if g != "" { // "": the markers in lanes (Stats)
-				get(g).Ready, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		for j := 0; j+1 < len(c.inflight); j += 2 {
-			get(c.inflight[j]).InFlight, _ = strconv.ParseInt(c.inflight[j+1], 10, 64)
-		}
-		for g := range c.park {
-			get(g).Parked = true
-		}
-		for j := 0; j+1 < len(c.due); j += 2 {
-			// (A time left by a put-back that came first is no park.)
-			if st := byName[c.due[j]]; st != nil && st.Parked {
-				st.RateParked = true
-			}
-		}
-	}
-	out := make([]GroupStats, 0, len(byName))
-	for g, st := range byName {
-		if st.Ready <= 0 && st.InFlight <= 0 && !st.Parked {
-			continue
-		}
-		limits := per[0].limits // SetGroupLimit writes every shard alike
-		v, ok := limits[g]
-		if !ok {
-			v = limits[""]
-		}
-		st.Limit, st.Rate = parseLimit(v)
-		out = append(out, *st)
-	}
-	slices.SortFunc(out, func(a, b GroupStats) int {
-		if c := cmp.Compare(b.Ready+b.InFlight, a.Ready+a.InFlight); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Group, b.Group)
-	})
-	if n > 0 && len(out) > n {
-		out = out[:n]
+	merged := store.MergeGroups(per, n)
+	out := make([]GroupStats, len(merged))
+	for i, g := range merged {
+		out[i] = GroupStats{Group: g.Group, Ready: g.Ready, InFlight: g.InFlight, Parked: g.Parked,
+			RateParked: g.RateParked, Limit: g.Limit, Rate: Rate(g.Rate)}
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -20,10 +21,10 @@ import (
 func keysOf(t *testing.T, c radix.Client, q *Queue) []string {
 	t.Helper()
 	var out []string
-	s := (radix.ScannerConfig{Command: "SCAN", Pattern: scanPattern(sh(q).k.prefix) + "*", Count: 1000}).New(c)
+	s := (radix.ScannerConfig{Command: "SCAN", Pattern: scanPattern(sh(q).Keys().Prefix()) + "*", Count: 1000}).New(c)
 	var k string
 	for s.Next(context.Background(), &k) {
-		if k != sh(q).k.meta {
+		if k != sh(q).Keys().Meta() {
 			out = append(out, k)
 		}
 	}
@@ -58,9 +59,9 @@ func TestGroupLimitOnRangeSortedIsRefused(t *testing.T) {
 }
 
 // takeN leases up to n messages of s (highest lanes first) for lease.
-func takeN(t *testing.T, ctx context.Context, s *shard, n int, lease time.Duration) []*Message {
+func takeN(t *testing.T, ctx context.Context, s *store.Shard, n int, lease time.Duration) []*Message {
 	t.Helper()
-	msgs, _, err := s.take(ctx, s.k.highFirst, n, lease)
+	msgs, _, err := shardTake(s, ctx, s.Keys().HighFirst(), n, lease)
 	require.NoError(t, err)
 	return msgs
 }
@@ -121,7 +122,7 @@ func TestGroupParkedAtMaxMemoryComesBack(t *testing.T) {
 			require.NoError(t, m.Ack(ctx)) // generated id: the pipeline, then unpark.lua
 			m = next(200 * time.Millisecond)
 			time.Sleep(250 * time.Millisecond) // its lease expires
-			back, _, _, err := s.sweep(ctx, 100)
+			back, _, _, err := s.Sweep(ctx, 100)
 			require.NoError(t, err, "sweep at maxmemory")
 			require.Equal(t, 1, back)
 			m = next(time.Hour)
@@ -139,7 +140,7 @@ func TestGroupParkedAtMaxMemoryComesBack(t *testing.T) {
 			gs, err := q.Groups(ctx, 0)
 			require.NoError(t, err)
 			assert.Empty(t, gs, "nothing left")
-			lim, _ := parseLimit(hget(t, c, s.k.glimits, "A"))
+			lim, _ := store.ParseLimit(hget(t, c, s.Keys().GLimits(), "A"))
 			assert.Equal(t, 3, lim, "the raised limit is stored")
 		})
 	}
@@ -185,9 +186,9 @@ func TestGroupDamagedParkEntriesAreSetAside(t *testing.T) {
 			m0 := takeN(t, ctx, s, 1, time.Hour)
 			require.Len(t, m0, 1)
 			require.Empty(t, takeN(t, ctx, s, 1, time.Hour), "parked")
-			good := hget(t, c, s.k.gpark, "g")
+			good := hget(t, c, s.Keys().GPark(), "g")
 			require.NotEmpty(t, good)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.k.gpark, "g", good+" "+tc.bad)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.Keys().GPark(), "g", good+" "+tc.bad)))
 
 			require.NoError(t, q.Cancel(ctx, "c2"), "cancel reads the parked entries")
 			require.NoError(t, m0[0].Ack(ctx), "a caller-id ack puts the group back")
@@ -196,23 +197,23 @@ func TestGroupDamagedParkEntriesAreSetAside(t *testing.T) {
 			dead := onlyDeadLetter(t, q)
 			assert.Contains(t, dead.Reason, "corrupt parked entry of group g")
 			assert.Equal(t, tc.bad, string(dead.Raw))
-			_, _, _, err := s.sweep(ctx, 100)
+			_, _, _, err := s.Sweep(ctx, 100)
 			require.NoError(t, err)
 			var lane7 int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&lane7, "EXISTS", s.k.prefix+"lane:7")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&lane7, "EXISTS", s.Keys().Prefix()+"lane:7")))
 			assert.Zero(t, lane7, "no marker where no take looks")
 			require.NoError(t, m1[0].Ack(ctx))
 
 			// The sweep's repair (a parked group without leases) sets a bad
 			// entry aside the same way, and so does the next sweep nothing.
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.k.gpark, "g", tc.bad)))
-			_, dead2, _, err := s.sweep(ctx, 100)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.Keys().GPark(), "g", tc.bad)))
+			_, dead2, _, err := s.Sweep(ctx, 100)
 			require.NoError(t, err)
 			assert.Equal(t, 1, dead2, "reported as dead-lettered")
-			assert.Equal(t, "", hget(t, c, s.k.gpark, "g"))
-			_, _, _, err = s.sweep(ctx, 100)
+			assert.Equal(t, "", hget(t, c, s.Keys().GPark(), "g"))
+			_, _, _, err = s.Sweep(ctx, 100)
 			require.NoError(t, err)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.k.gpark, "g", tc.bad)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.Keys().GPark(), "g", tc.bad)))
 			_, err = q.Purge(ctx)
 			require.NoError(t, err, "purge reads the parked entries")
 			st, err := q.Stats(ctx)
@@ -255,7 +256,7 @@ func TestGroupExpiredMessageComesBackFirst(t *testing.T) {
 					require.Equal(t, []string{"A", "B"}, payloads(takeN(t, ctx, s, 3, lease)))
 				}
 				time.Sleep(lease + 50*time.Millisecond)
-				back, _, _, err := s.sweep(ctx, 100)
+				back, _, _, err := s.Sweep(ctx, 100)
 				require.NoError(t, err)
 				require.Equal(t, map[bool]int{false: 1, true: 3}[limited], back)
 				cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
@@ -287,7 +288,7 @@ func TestGroupSeveralExpiredOfOneGroupTakeTheirTurns(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("C"), Priority(l.prio))
 			require.NoError(t, err)
 			time.Sleep(lease + 50*time.Millisecond)
-			back, _, _, err := s.sweep(ctx, 100)
+			back, _, _, err := s.Sweep(ctx, 100)
 			require.NoError(t, err)
 			require.Equal(t, 4, back)
 			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
@@ -310,7 +311,7 @@ func TestGroupReleasedMessageComesBackFirst(t *testing.T) {
 			require.NoError(t, err)
 			held := takeN(t, ctx, s, 1, time.Hour) // G's marker goes behind A
 			require.Equal(t, []string{"G0"}, payloads(held))
-			n, err := s.release(ctx, []string{held[0].token})
+			n, err := s.Release(ctx, []string{held[0].token()})
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
@@ -360,7 +361,7 @@ func TestGroupPurgeIsLinear(t *testing.T) {
 	assert.Equal(t, st.Ready, n)
 	var left []string
 	for _, k := range keysOf(t, c, q) {
-		rest := k[len(sh(q).k.prefix):]
+		rest := k[len(sh(q).Keys().Prefix()):]
 		switch {
 		case rest == "counts" || rest == "glimits" || rest == "leases" || rest == "inflight" ||
 			rest == "gflight" || rest == "gleases:parked" || rest == "wake":
@@ -409,7 +410,7 @@ func TestGroupsCountInFlightFromLeases(t *testing.T) {
 	require.NoError(t, long[0].Ack(ctx)) // A0
 	require.NoError(t, ext[0].Extend(ctx, time.Hour))
 	time.Sleep(400 * time.Millisecond) // B1 and A2 expire; C0 was extended
-	back, _, _, err := s.sweep(ctx, 100)
+	back, _, _, err := s.Sweep(ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, back)
 	gs, err = q.Groups(ctx, 0)
@@ -430,10 +431,10 @@ func TestGroupsCountInFlightFromLeases(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, gs)
 	time.Sleep(250 * time.Millisecond)
-	_, _, _, err = s.sweep(ctx, 100)
+	_, _, _, err = s.Sweep(ctx, 100)
 	require.NoError(t, err)
 	var flying []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&flying, "ZRANGE", s.k.gflight, "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&flying, "ZRANGE", s.Keys().GFlight(), "0", "-1")))
 	assert.Equal(t, []string{"A", "B", "C"}, flying)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -34,10 +35,10 @@ func TestGroupTakeOfSeveralFromOneGroup(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			enqueueGroup(t, ctx, q, 5, l.prio, "A")
 			s := sh(q)
-			r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 3, lease: time.Minute, guess: true})
+			r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 3, lease: time.Minute, guess: true})
 			require.NoError(t, err)
 			assert.Len(t, r.msgs, 3)
-			r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, top: true})
+			r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, top: true})
 			require.NoError(t, err)
 			assert.Len(t, r.msgs, 1)
 			assert.True(t, r.hasTop, "one message of A is left")
@@ -51,15 +52,15 @@ func TestGroupTakeOfSeveralFromOneGroup(t *testing.T) {
 // Before: the marker was popped and never parked; two messages hidden.
 func TestGroupParkOfTheWrongTypeHidesNothing(t *testing.T) {
 	c, ctx, q, s := groupAOfOne(t)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.gpark, "x")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().GPark(), "x")))
 	var got []*Message
 	for range 3 {
-		r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+		r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 		require.NoError(t, err)
 		got = append(got, r.msgs...)
 	}
 	assert.Len(t, got, 3, "every message, the limit not kept while the key is broken")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.gpark)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().GPark())))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), st.Ready)
@@ -70,17 +71,17 @@ func TestGroupParkOfTheWrongTypeHidesNothing(t *testing.T) {
 // because of it is mended by the sweep. Before: the group waited forever.
 func TestGroupLeakedTokenIsMendedBySweep(t *testing.T) {
 	c, ctx, _, s := groupAOfOne(t)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
-	tok := r.msgs[0].token
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZREM", s.k.leases, tok)))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HDEL", s.k.inflight, tok)))
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	tok := r.msgs[0].token()
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZREM", s.Keys().Leases(), tok)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HDEL", s.Keys().Inflight(), tok)))
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 0, "the leaked token holds the slot")
-	_, _, _, err = s.sweep(ctx, 100)
+	_, _, _, err = s.Sweep(ctx, 100)
 	require.NoError(t, err)
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1, "the sweep mended it")
 	assert.Equal(t, "A1", string(r.msgs[0].Payload))
@@ -91,18 +92,18 @@ func TestGroupLeakedTokenIsMendedBySweep(t *testing.T) {
 // SetGroupLimit.
 func TestGroupParkedWithoutLeasesIsMendedBySweep(t *testing.T) {
 	c, ctx, q, s := groupAOfOne(t)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
-	r2, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r2, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r2.msgs, 0, "parked")
-	tok := r.msgs[0].token
-	for _, cmd := range [][]string{{"ZREM", s.k.leases, tok}, {"HDEL", s.k.inflight, tok}, {"SREM", s.k.groupLeases("A"), tok}} {
+	tok := r.msgs[0].token()
+	for _, cmd := range [][]string{{"ZREM", s.Keys().Leases(), tok}, {"HDEL", s.Keys().Inflight(), tok}, {"SREM", s.Keys().GroupLeases("A"), tok}} {
 		require.NoError(t, c.Do(ctx, radix.Cmd(nil, cmd[0], cmd[1:]...)))
 	}
-	_, _, _, err = s.sweep(ctx, 100)
+	_, _, _, err = s.Sweep(ctx, 100)
 	require.NoError(t, err)
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1, "the sweep put the markers back")
 	gs, err := q.Groups(ctx, 0)
@@ -124,15 +125,15 @@ func TestGroupBatchKeepsItsOrder(t *testing.T) {
 	})
 	require.NoError(t, err)
 	s := sh(q)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 3, lease: time.Minute})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 3, lease: time.Minute})
 	require.NoError(t, err)
 	var got []string
 	for _, m := range r.msgs {
 		got = append(got, string(m.Payload))
-		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.leases, "1", m.token)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Leases(), "1", m.token())))
 	}
 	assert.Equal(t, []string{"plain1", "grp1", "plain2"}, got)
-	_, _, _, err = s.sweep(ctx, 10)
+	_, _, _, err = s.Sweep(ctx, 10)
 	require.NoError(t, err)
 	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
 	assert.Equal(t, []string{"-/plain1", "A/grp1", "-/plain2"}, receiveAll(t, ctx, cons), "back at the head in their order")
@@ -175,13 +176,13 @@ func TestGroupDeadLetterOfUnknownLaneReleasesItsID(t *testing.T) {
 	s := sh(q)
 	_, err := q.Enqueue(ctx, []byte("x"), ID("c1"), Group("g"), Priority(1))
 	require.NoError(t, err)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1)
 	m := r.msgs[0]
 	// The record's lane no longer parses: fail.lua buries it whole.
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.k.inflight, m.token, "99|x|"+string(m.raw))))
-	require.NoError(t, failTok(s, ctx, m.token, 0, "boom", failRetry))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", s.Keys().Inflight(), m.token(), "99|x|"+string(m.d.Raw()))))
+	require.NoError(t, failTok(s, ctx, m.token(), 0, "boom", store.FailRetry))
 	dead := onlyDeadLetter(t, q)
 	assert.Equal(t, "c1", dead.ID)
 	n, err := q.PurgeDead(ctx)
@@ -202,26 +203,26 @@ func TestGroupUnparkIntoABrokenLaneKeepsItParked(t *testing.T) {
 	s := sh(q)
 	require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Concurrency: 1}))
 	enqueueGroup(t, ctx, q, 2, 70, "g")
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1)
-	r2, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute})
+	r2, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r2.msgs, 0, "parked")
-	seg := s.k.lanes[1]
+	seg := s.Keys().Lanes()[1]
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", seg)))
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", seg, "x")))
 	require.NoError(t, r.msgs[0].Ack(ctx))
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", s.k.prioList(70))))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", s.Keys().PrioList(70))))
 	assert.Equal(t, 0, n, "no marker pushed into a lane that refuses it")
 	var parked int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", s.k.gpark, "g")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", s.Keys().GPark(), "g")))
 	assert.Equal(t, 1, parked, "still parked")
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", seg)))
-	_, _, _, err = s.sweep(ctx, 10)
+	_, _, _, err = s.Sweep(ctx, 10)
 	require.NoError(t, err)
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 2, lease: time.Minute})
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 2, lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1, "back once mended")
 	assert.Equal(t, "g1", string(r.msgs[0].Payload))
@@ -229,7 +230,7 @@ func TestGroupUnparkIntoABrokenLaneKeepsItParked(t *testing.T) {
 
 // groupAOfOne is a Levels queue with 3 messages of group A, whose
 // concurrency limit is 1.
-func groupAOfOne(t *testing.T) (radix.Client, context.Context, *Queue, *shard) {
+func groupAOfOne(t *testing.T) (radix.Client, context.Context, *Queue, *store.Shard) {
 	t.Helper()
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)

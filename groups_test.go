@@ -9,6 +9,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -95,9 +96,10 @@ func existingGroupKeys(t *testing.T, c radix.Client, q *Queue) []string {
 	t.Helper()
 	var out []string
 	for _, k := range existingKeys(t, q) {
-		rest := strings.TrimPrefix(k, sh(q).k.prefix) // (the name may hold ":g:")
-		if strings.Contains(rest, groupListTag) || rest == groupReadyName ||
-			strings.HasPrefix(rest, groupLeasesTag) || rest == groupParkName {
+		keys := sh(q).Keys()
+		rest := strings.TrimPrefix(k, keys.Prefix()) // (the name may hold ":g:")
+		if strings.Contains(rest, ":g:") || k == keys.GReady() ||
+			strings.HasPrefix(k, keys.GroupLeases("")) || k == keys.GPark() {
 			out = append(out, k)
 		}
 	}
@@ -146,17 +148,17 @@ func TestGroupConcurrencyLimit(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "a/1", a1.Group+"/"+string(a1.Payload))
 			// A retry gives b's back (and b/0 goes to its group's tail).
-			require.NoError(t, failTok(sh(q), ctx, b0.token, 0, "again", failRetry))
+			require.NoError(t, failTok(sh(q), ctx, b0.token(), 0, "again", store.FailRetry))
 			b1, err := c1.Receive(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, "b/1", b1.Group+"/"+string(b1.Payload))
 			// An expired lease gives the slot back only when swept.
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.leases, "1", a1.token)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().Leases(), "1", a1.token())))
 			short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 			_, err = c1.Receive(short)
 			cancel()
 			require.Error(t, err, "a's slot is held until its lease is swept")
-			back, _, _, err := sh(q).sweep(ctx, 10)
+			back, _, _, err := sh(q).Sweep(ctx, 10)
 			require.NoError(t, err)
 			require.Equal(t, 1, back)
 			a1again, err := c1.Receive(ctx)
@@ -233,25 +235,25 @@ func TestGroupMessagesThroughEveryPath(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("d"), Priority(l.prio), Group("g"), Delay(time.Hour))
 			require.NoError(t, err)
 			assert.Equal(t, "", counts())
-			_, _, _, err = s.promoteAt(ctx, fmt.Sprint(time.Now().Add(2*time.Hour).UnixMilli()))
+			_, _, _, err = s.PromoteAt(ctx, fmt.Sprint(time.Now().Add(2*time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			assert.Equal(t, "g:1/0", counts())
 			m := one()
 			assert.Equal(t, "g:0/1", counts())
 			// Retried at once, expired and swept, released, dead and requeued.
-			require.NoError(t, failTok(s, ctx, m.token, 0, "again", failRetry))
+			require.NoError(t, failTok(s, ctx, m.token(), 0, "again", store.FailRetry))
 			assert.Equal(t, "g:1/0", counts())
 			m = one()
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.leases, "1", m.token)))
-			_, _, _, err = s.sweep(ctx, 10)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Leases(), "1", m.token())))
+			_, _, _, err = s.Sweep(ctx, 10)
 			require.NoError(t, err)
 			assert.Equal(t, "g:1/0", counts())
 			m = one()
-			_, err = s.release(ctx, []string{m.token})
+			_, err = s.Release(ctx, []string{m.token()})
 			require.NoError(t, err)
 			assert.Equal(t, "g:1/0", counts())
 			m = one()
-			require.NoError(t, failTok(s, ctx, m.token, 0, "dead", failDead))
+			require.NoError(t, failTok(s, ctx, m.token(), 0, "dead", store.FailDead))
 			assert.Equal(t, "", counts())
 			require.NoError(t, q.RequeueDead(ctx, m.ID))
 			assert.Equal(t, "g:1/0", counts())
@@ -279,7 +281,7 @@ func TestGroupMessagesThroughEveryPath(t *testing.T) {
 			require.NoError(t, q.Cancel(ctx, ids[2]))
 			assert.Equal(t, "g:0/1", counts())
 			var parked int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HLEN", s.k.gpark)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HLEN", s.Keys().GPark())))
 			assert.Equal(t, 0, parked, "the park went with the group's last message")
 			require.NoError(t, m.Ack(ctx))
 			st, err := q.Stats(ctx)
@@ -340,7 +342,7 @@ func TestGroupsInAShardedQueue(t *testing.T) {
 	for _, g := range groups {
 		s := q.shards[q.hashShard(g)]
 		var n int
-		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "HGET", s.k.gready, g)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "HGET", s.Keys().GReady(), g)))
 		assert.Equal(t, 3, n, "group %s lives in shard %d", g, q.hashShard(g))
 	}
 	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, BlockTimeout: 100 * time.Millisecond})
@@ -396,12 +398,12 @@ func TestGroupTakeUndo(t *testing.T) {
 			}
 			_, err := q.Enqueue(ctx, []byte("h"), Priority(l.prio), Group("h"))
 			require.NoError(t, err)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.inflight, "not a hash")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Inflight(), "not a hash")))
 			for _, guess := range []bool{false, true} {
-				_, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 3, lease: time.Minute, guess: guess})
+				_, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 3, lease: time.Minute, guess: guess})
 				require.ErrorContains(t, err, "WRONGTYPE")
 			}
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.k.inflight)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", s.Keys().Inflight())))
 			gs, err := q.Groups(ctx, 0)
 			require.NoError(t, err)
 			assert.Equal(t, []GroupStats{{Group: "g", Ready: 3}, {Group: "h", Ready: 1}}, gs)

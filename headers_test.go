@@ -95,7 +95,7 @@ func TestOldEnvelopeStillDelivered(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(1)})
 	old := append([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x8b, 0xcf, 0xe5, 0x68, 0, 0, 0, 0, 0, 7}, "legacy1payload"...)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).k.lanes[0], string(old))))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).Keys().Lanes()[0], string(old))))
 	cons := newConsumer(t, q, ConsumerConfig{})
 	m, err := cons.Receive(ctx)
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestLogs(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(1), MaxAttempts: 1, Logger: slog.New(rec)})
 	_, err := q.Enqueue(ctx, []byte("doomed"), ID("log-1"))
 	require.NoError(t, err)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).k.lanes[0], "\x09not an envelope")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).Keys().Lanes()[0], "\x09not an envelope")))
 	_, err = q.Enqueue(ctx, []byte("expires"), ID("log-2"))
 	require.NoError(t, err)
 

@@ -16,6 +16,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq/internal/redisfind"
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -91,12 +92,12 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 func existingKeys(t testing.TB, q *Queue) []string {
 	t.Helper()
 	var out []string
-	for _, k := range sh(q).k.all() {
-		if k == sh(q).k.meta {
+	for _, k := range sh(q).Keys().All() {
+		if k == sh(q).Keys().Meta() {
 			continue
 		}
 		var n int
-		require.NoError(t, sh(q).c.Do(context.Background(), radix.Cmd(&n, "EXISTS", k)))
+		require.NoError(t, sh(q).Client().Do(context.Background(), radix.Cmd(&n, "EXISTS", k)))
 		if n == 1 {
 			out = append(out, k)
 		}
@@ -220,13 +221,60 @@ func commandCalls(t testing.TB, c radix.Client) map[string]int {
 }
 
 // sh is the queue's shard, for tests that look at its keys or make its calls.
-func sh(q *Queue) *shard { return q.shards[0] }
+func sh(q *Queue) *store.Shard { return q.shards[0] }
 
 // failTok runs fail.lua on the delivery of token (as a consumer's Retry or
 // dead-lettering would) and returns its error only.
-func failTok(s *shard, ctx context.Context, token string, after time.Duration, reason, op string) error {
-	_, err := s.fail(ctx, token, after, reason, op)
+func failTok(s *store.Shard, ctx context.Context, token string, after time.Duration, reason, op string) error {
+	_, err := s.Fail(ctx, token, after, reason, op)
 	return err
+}
+
+// shardTake leases up to n ready messages of shard s from lanes, in their order,
+// and returns them as a consumer would (paused: the queue is paused). One
+// take.lua call, not merged with others.
+func shardTake(s *store.Shard, ctx context.Context, lanes []string, n int, lease time.Duration) ([]*Message, bool, error) {
+	r, err := s.Take(ctx, store.TakeArgs{Lanes: lanes, N: n, Lease: lease})
+	return messagesOf(r.Deliveries), r.Paused, err
+}
+
+// takeArgs are a take's arguments as the tests give them (store.TakeArgs,
+// with the floor as take.lua reads it: ” for none).
+type takeArgs struct {
+	lanes     []string
+	n         int
+	lease     time.Duration
+	popLanes  int
+	top       bool
+	floor     string
+	claimWake bool
+	guess     bool
+}
+
+// takeReply is store.TakeReply with the root's messages.
+type takeReply struct {
+	msgs    []*Message
+	paused  bool
+	top     int64
+	hasTop  bool
+	dropped []error
+	limited time.Duration
+}
+
+// takeFrom is store's Take of a on shard s.
+func takeFrom(s *store.Shard, ctx context.Context, a takeArgs) (takeReply, error) {
+	ta := store.TakeArgs{Lanes: a.lanes, N: a.n, Lease: a.lease, PopLanes: a.popLanes, Top: a.top,
+		ClaimWake: a.claimWake, Guess: a.guess}
+	if a.floor != "" {
+		f, err := strconv.ParseInt(a.floor, 10, 64)
+		if err != nil {
+			panic("takeFrom: floor " + a.floor)
+		}
+		ta.Floor, ta.Floored = f, true
+	}
+	r, err := s.Take(ctx, ta)
+	return takeReply{msgs: messagesOf(r.Deliveries), paused: r.Paused, top: r.Top, hasTop: r.HasTop,
+		dropped: r.Dropped, limited: r.Limited}, err
 }
 
 // enqueueIDs enqueues one message per id, its payload the id.
@@ -268,8 +316,8 @@ func liveIDs(t *testing.T, q *Queue) []string {
 
 // laneTop is the highest priority of lane i of a layout of threeLanes.
 func laneTop(l Layout, i int) int64 {
-	for p := l.hi; l.kind == kindRange; p-- {
-		if lane, _ := l.laneOf(p); lane == i {
+	for p := l.l.Highest(); l.l.IsRange(); p-- {
+		if lane, _ := l.l.LaneOf(p); lane == i {
 			return p
 		}
 	}
@@ -303,3 +351,5 @@ func onlyDeadLetter(t *testing.T, q *Queue) DeadLetter {
 	require.Len(t, dead, 1)
 	return dead[0]
 }
+
+func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -61,10 +62,10 @@ func TestIDIsIdempotentWhateverRoutesIt(t *testing.T) {
 			_, err = q.Enqueue(ctx, []byte("x"), ID("job-1"))
 			require.NoError(t, err)
 			s := q.shards[q.shardOf("job-1")]
-			msgs, _, err := s.take(ctx, s.k.highFirst, 1, time.Minute)
+			msgs, _, err := shardTake(s, ctx, s.Keys().HighFirst(), 1, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, msgs, 1)
-			require.NoError(t, failTok(s, ctx, msgs[0].token, 0, "dead", failDead))
+			require.NoError(t, failTok(s, ctx, msgs[0].token(), 0, "dead", store.FailDead))
 			require.NoError(t, q.RequeueDead(ctx, "job-1"))
 			peek, err := q.Peek(ctx, 10)
 			require.NoError(t, err)

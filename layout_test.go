@@ -24,7 +24,7 @@ func TestLayoutValidate(t *testing.T) {
 		{"Range", Range(0, 9, 3), true},
 		{"bad Range", Range(9, 0, 3), false},
 	} {
-		err := tc.l.validate()
+		err := tc.l.l.Validate()
 		if tc.ok {
 			assert.NoError(t, err, tc.name)
 		} else {
@@ -53,10 +53,10 @@ func TestLayoutString(t *testing.T) {
 }
 
 func TestLayoutLanes(t *testing.T) {
-	assert.Equal(t, 1, Levels(1).lanes())
-	assert.Equal(t, 64, Levels(64).lanes())
-	assert.Equal(t, 3, Range(0, 9, 3).lanes())
-	assert.Equal(t, 3, Layout{}.withDefaults().lanes())
+	assert.Equal(t, 1, Levels(1).l.Lanes())
+	assert.Equal(t, 64, Levels(64).l.Lanes())
+	assert.Equal(t, 3, Range(0, 9, 3).l.Lanes())
+	assert.Equal(t, 3, Layout{}.withDefaults().l.Lanes())
 }
 
 func TestLayoutLaneOf(t *testing.T) {
@@ -72,7 +72,7 @@ func TestLayoutLaneOf(t *testing.T) {
 		{Range(0, 9, 2), 9, 1},
 		{Range(-10, -1, 2), -10, 0},
 	} {
-		got, err := tc.l.laneOf(tc.p)
+		got, err := tc.l.l.LaneOf(tc.p)
 		require.NoError(t, err, "%v: %d", tc.l, tc.p)
 		assert.Equal(t, tc.want, got, "%v: %d", tc.l, tc.p)
 	}
@@ -89,7 +89,7 @@ func TestLayoutLaneOf(t *testing.T) {
 		{Range(0, 9, 2), 10},
 		{Range(-10, -1, 2), 0},
 	} {
-		_, err := tc.l.laneOf(tc.p)
+		_, err := tc.l.l.LaneOf(tc.p)
 		assert.ErrorIs(t, err, ErrInvalidPriority, "%v: %d", tc.l, tc.p)
 	}
 }
@@ -106,7 +106,7 @@ func TestLayoutDefaultPriority(t *testing.T) {
 		{Range(1, 10, 2), 1},     // 0 is outside: the lowest priority
 		{Range(-10, -1, 2), -10}, // the same below 0
 	} {
-		assert.Equal(t, tc.want, tc.l.defaultPriority(), tc.l.String())
+		assert.Equal(t, tc.want, tc.l.l.DefaultPriority(), tc.l.String())
 	}
 }
 

@@ -18,7 +18,7 @@ func TestAckAfterAckBatchIsANoOp(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, newClient(t), Config{})
 	enqueueIDs(ctx, t, q, "a", "b", "c")
-	got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 3, time.Minute)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 3, time.Minute)
 	require.NoError(t, err)
 	for _, err := range AckBatch(ctx, got...) {
 		require.NoError(t, err)
@@ -56,8 +56,7 @@ func TestMessageCallsNeedALease(t *testing.T) {
 	assert.Len(t, AckBatch(ctx), 0)
 
 	// Leased, but from two queues: refused as a whole.
-	a := &Message{MessageInfo: MessageInfo{ID: "a"}, s: &shard{cfg: &Config{}}, token: "t1"}
-	b := &Message{MessageInfo: MessageInfo{ID: "b"}, s: &shard{cfg: &Config{}}, token: "t2"}
+	a, b := leasedIn(t, ctx, openQueue(t, newClient(t), Config{})), leasedIn(t, ctx, openQueue(t, newClient(t), Config{}))
 	errs = AckBatch(ctx, a, b)
 	require.Len(t, errs, 2)
 	assert.ErrorIs(t, errs[0], ErrInvalidOption)
@@ -131,4 +130,15 @@ func TestRetriesEndInDeadLetters(t *testing.T) {
 			assert.NoError(t, err, "purging a dead message releases its id")
 		})
 	}
+}
+
+// leasedIn enqueues a message to q and takes it with a lease.
+func leasedIn(t *testing.T, ctx context.Context, q *Queue) *Message {
+	t.Helper()
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	return got[0]
 }

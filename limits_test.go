@@ -106,11 +106,11 @@ func TestPromoteBatchAtAndBeyondTheLimit(t *testing.T) {
 			due := time.Now().Add(time.Hour) // promoted below in virtual time
 			fillBatch(t, ctx, q, total, At(due))
 			at := fmtInt(due.UnixMilli() + 1)
-			moved, next, _, err := sh(q).promoteAt(ctx, at)
+			moved, next, _, err := sh(q).PromoteAt(ctx, at)
 			require.NoError(t, err)
 			assert.Equal(t, MaxBatch, moved)
 			assert.Zero(t, next, "the rest is due at the same instant")
-			moved, next, _, err = sh(q).promoteAt(ctx, at)
+			moved, next, _, err = sh(q).PromoteAt(ctx, at)
 			require.NoError(t, err)
 			assert.Equal(t, 500, moved)
 			assert.Equal(t, time.Duration(-1), next)
@@ -178,7 +178,7 @@ func TestGroupsAtTheLargestBatch(t *testing.T) {
 			assert.EqualValues(t, tc.group-inGroup, gs[0].Ready)
 			assert.EqualValues(t, inGroup, gs[0].InFlight)
 			var tokens int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&tokens, "SCARD", sh(q).k.groupLeases("g"))))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&tokens, "SCARD", sh(q).Keys().GroupLeases("g"))))
 			assert.Equal(t, inGroup, tokens, "every lease of the group counted")
 			for _, err := range AckBatch(ctx, got...) {
 				require.NoError(t, err)

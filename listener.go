@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
-	"github.com/mediocregopher/radix/v4/resp/resp3"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // listener is a MultiConsumer's one connection to one node: subscribed
 // (SSUBSCRIBE) to the channel of every served shard on that node, it hands
 // announcements to the multi. It holds one connection of the node's pool for
-// as long as the consumer runs, and always gives it back closed (connSpent):
+// as long as the consumer runs, and always gives it back closed (store.Listen):
 // a subscribed connection must not serve other calls.
 type listener struct {
 	m    *multi
@@ -56,33 +54,7 @@ var errAllRefused = errors.New("prioq: every subscription refused")
 
 // errSlotMoved: the node dropped a subscription by itself, or refused one
 // (MOVED), because the channel's slot moved to another node.
-var errSlotMoved = errors.New("prioq: a served shard's slot moved")
-
-// connSpent carries the outcome of a WithConn whose connection may be left in
-// a state no other call may see (subscribed, or with replies not read yet).
-// radix v4.1.4's pool puts a connection back after nil or a Redis error
-// reply (pool.Do's isRespErr, which looks through wrapped errors with
-// errors.As) and closes it after any other error: connSpent is never nil and
-// does not unwrap, so radix always closes the connection. Seen before: an
-// SSUBSCRIBE refused with NOPERM returned as it was put a subscribed
-// connection back, and other callers read each other's replies.
-type connSpent struct{ err error }
-
-func (e connSpent) Error() string {
-	if e.err == nil {
-		return "prioq: connection closed after use"
-	}
-	return e.err.Error()
-}
-
-// spentCause is the error a connSpent carries (err itself for any other).
-func spentCause(err error) error {
-	var s connSpent
-	if errors.As(err, &s) {
-		return s.err
-	}
-	return err
-}
+var errSlotMoved = store.ErrSlotMoved
 
 func (m *multi) listenerLocked(node string) *listener {
 	l := m.listeners[node]
@@ -143,9 +115,10 @@ func (l *listener) run(ctx context.Context) {
 			}
 			continue
 		}
-		err := spentCause(l.m.c.Do(ctx, radix.WithConn(key, func(ctx context.Context, conn radix.Conn) error {
-			return connSpent{l.serve(ctx, conn)}
-		})))
+		// The connection goes back to the pool closed, whatever serve
+		// returns (store's Listen): a subscribed connection must not serve
+		// other calls.
+		err := store.Listen(ctx, l.m.c, key, l.m.qcfg.CallTimeout, l.m.announced, l.serve)
 		if ctx.Err() != nil {
 			return
 		}
@@ -176,91 +149,24 @@ func (l *listener) run(ctx context.Context) {
 	}
 }
 
-// isNoPerm reports whether err is an ACL refusal (NOPERM): of a channel, or
-// of the command itself.
-func isNoPerm(err error) bool {
-	return isReply(err) && strings.HasPrefix(errReplyText(err), "NOPERM")
-}
-
-// errReplyText is the text of the Redis error reply err wraps ("" if none).
-func errReplyText(err error) string {
-	var se resp3.SimpleError
-	if errors.As(err, &se) {
-		return se.Error()
-	}
-	var be resp3.BlobError
-	if errors.As(err, &be) {
-		return be.Error()
-	}
-	return ""
-}
-
 // serve is one connection's life: subscribe to every wanted channel, probe
 // (what was announced before the subscription is found that way), then read
 // announcements and follow changes of what is wanted. Its connection is
-// closed after it, whatever it returns (run's connSpent).
-func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
+// closed after it, whatever it returns (store.Listen).
+func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 	defer holding(l.m.c, l.node)()
 	have := map[string]bool{}
-	// pushed handles what the node sends unasked: an announcement, or a
-	// subscription it dropped because the channel's slot moved.
-	pushed := func(r []string) error {
-		if len(r) < 2 {
-			return nil
-		}
-		switch r[0] {
-		case "smessage":
-			if len(r) == 3 {
-				l.m.announced(r[1], r[2])
-			}
-		case "sunsubscribe":
-			// Every SUNSUBSCRIBE of ours reads its own reply (send), so
-			// this one is the node's: the slot moved. Its work may be
-			// anywhere now: probed after the regroup.
-			return errSlotMoved
-		}
-		return nil
-	}
-	// send sends one command and reads until its reply, handing what the
-	// node pushed meanwhile to pushed: a reply read as an announcement (or
-	// the other way round) would lose one, or stop the listener. An error
-	// reply is this command's (nothing pushed is an error).
-	send := func(cmd, ch string) error {
-		wctx, cancel := context.WithTimeout(ctx, l.m.qcfg.CallTimeout)
-		defer cancel()
-		reply := strings.ToLower(cmd)
-		if cmd == "PING" {
-			reply = "pong" // ["pong", ""] while subscribed
-		}
-		var r []string
-		err := conn.EncodeDecode(wctx, []string{cmd, ch}, &r)
-		for {
-			if err != nil {
-				return err
-			}
-			if len(r) >= 2 && r[0] == reply && (cmd == "PING" || r[1] == ch) {
-				return nil
-			}
-			if err := pushed(r); err != nil {
-				return err
-			}
-			r = nil
-			err = conn.EncodeDecode(wctx, nil, &r)
-		}
-	}
 	// subscribe sends SSUBSCRIBE ch: false (and no error) when the node
 	// refused it for the user's permissions.
 	subscribe := func(ch string) (bool, error) {
-		err := send("SSUBSCRIBE", ch)
+		err := sub.Subscribe(ctx, ch) // MOVED: errSlotMoved, not this node's any more
 		switch {
 		case err == nil:
 			have[ch] = true
 			return true, nil
-		case isNoPerm(err):
+		case store.IsNoPerm(err):
 			l.m.refusedChannel(ch, err)
 			return false, nil
-		case isRedirect(err):
-			return false, errSlotMoved // MOVED: not this node's any more
 		}
 		return false, err
 	}
@@ -326,7 +232,7 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			l.mu.Unlock()
 		}
 		for _, ch := range drop {
-			if err := send("SUNSUBSCRIBE", ch); err != nil {
+			if err := sub.Unsubscribe(ctx, ch); err != nil {
 				return err
 			}
 			delete(have, ch)
@@ -373,14 +279,13 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			return errListenerDone
 		}
 		rctx, cancel := context.WithTimeout(ctx, listenRead)
-		var r []string
-		err := conn.EncodeDecode(rctx, nil, &r)
+		err := sub.Read(rctx) // an announcement goes to multi.announced
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			if time.Since(heard) > listenPing {
 				// A connection that died silently fails the PING
 				// (within CallTimeout).
-				if err := send("PING", ""); err != nil {
+				if err := sub.Ping(ctx); err != nil {
 					return err
 				}
 				heard = time.Now()
@@ -394,9 +299,6 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 			return err
 		}
 		heard = time.Now()
-		if err := pushed(r); err != nil {
-			return err
-		}
 	}
 }
 
@@ -404,11 +306,9 @@ func (l *listener) serve(ctx context.Context, conn radix.Conn) error {
 // the probe's connections are its own, so radix does not see the MOVED
 // replies they get) and regroups.
 func (m *multi) resync(ctx context.Context) {
-	if cl, ok := m.c.(*radix.Cluster); ok {
-		sctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
-		_ = cl.Sync(sctx)
-		cancel()
-	}
+	sctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
+	_ = store.SyncTopology(sctx, m.c)
+	cancel()
 	m.regroup()
 }
 
@@ -424,10 +324,10 @@ func (m *multi) regroup() {
 				continue
 			}
 			if l := m.listeners[u.node]; l != nil {
-				l.unsubscribe(u.s.k.wake)
+				l.unsubscribe(u.s.Keys().Wake())
 			}
 			u.node = nodes[i]
-			m.listenerLocked(u.node).subscribe(u.s.k.wake) // and probed once subscribed
+			m.listenerLocked(u.node).subscribe(u.s.Keys().Wake()) // and probed once subscribed
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/prioq/prioq/internal/store"
 )
 
 // Message is one delivered message: what MessageInfo says of it, and its
@@ -12,12 +14,10 @@ import (
 type Message struct {
 	MessageInfo
 
-	callerID bool
-	s        *shard // where it was taken from (nil: not delivered by a Consumer)
-	raw      []byte // the lane entry as taken, to put it back on Close
-	lane     int
-	token    string    // lease token (AtLeastOnce)
-	deadline time.Time // lease deadline (AtLeastOnce)
+	// d is the delivery: where it was taken from, its lease token and
+	// deadline (AtLeastOnce), its lane entry as taken (to put it back on
+	// Close). nil: not delivered by a Consumer.
+	d *store.Delivery
 	// onExtend, set by Run, moves the handler's context deadline with the
 	// lease; false when Run has already ended that context (see Extend).
 	onExtend func(time.Time) bool
@@ -58,30 +58,60 @@ type MessageInfo struct {
 	Group string
 }
 
-func newInfo(e envelope) MessageInfo {
-	return MessageInfo{ID: e.ID, Priority: e.Priority, Payload: e.Payload,
-		Attempts: int(e.Attempts), EnqueuedAt: time.UnixMilli(e.EnqueuedMs), Headers: e.Headers, Group: e.Group}
+// newMessage is the message of delivery d.
+func newMessage(d *store.Delivery) *Message {
+	return &Message{MessageInfo: MessageInfo(store.InfoOf(d.Envelope)), d: d}
 }
 
-// newMessage is the message of envelope e, delivered from shard s.
-func newMessage(e envelope, s *shard) *Message {
-	return &Message{MessageInfo: newInfo(e), callerID: e.CallerID, s: s}
+// messagesOf are the messages of deliveries ds.
+func messagesOf(ds []*store.Delivery) []*Message {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]*Message, len(ds))
+	for i, d := range ds {
+		out[i] = newMessage(d)
+	}
+	return out
+}
+
+// shard is where the message was taken from (nil: not delivered by a
+// Consumer).
+func (m *Message) shard() *store.Shard {
+	if m.d == nil {
+		return nil
+	}
+	return m.d.Shard()
+}
+
+// token is its lease token ("" without a lease).
+func (m *Message) token() string {
+	if m.d == nil {
+		return ""
+	}
+	return m.d.Token()
 }
 
 // LeaseDeadline is when this delivery's lease ends (AtLeastOnce), on this
 // host's clock: the lease in Redis ends no earlier (it runs from the server's
 // now when the take ran, after this deadline's start); after it the message
 // may be delivered to another consumer. Zero for AtMostOnce messages.
-func (m *Message) LeaseDeadline() time.Time { return m.deadline }
+func (m *Message) LeaseDeadline() time.Time {
+	if m.d == nil {
+		return time.Time{}
+	}
+	return m.d.Deadline()
+}
 
 // TakenAt is when this delivery's take ran, on the Redis server's clock (its
 // lease token starts with it, in microseconds): the time rate limits count
-// (limits.go). The zero Time without a lease (AtMostOnce).
+// (rates.go). The zero Time without a lease (AtMostOnce).
 func (m *Message) TakenAt() time.Time {
-	if len(m.token) < 13 {
+	tok := m.token()
+	if len(tok) < 13 {
 		return time.Time{}
 	}
-	us, err := strconv.ParseInt(m.token[:13], 16, 64)
+	us, err := strconv.ParseInt(tok[:13], 16, 64)
 	if err != nil {
 		return time.Time{}
 	}
@@ -91,17 +121,17 @@ func (m *Message) TakenAt() time.Time {
 // Queue is the name of the queue the message was delivered from ("" for a
 // Message not delivered by a Consumer).
 func (m *Message) Queue() string {
-	if m.s == nil {
+	if m.shard() == nil {
 		return ""
 	}
-	return m.s.name
+	return m.shard().Name()
 }
 
 // LastAttempt reports whether a failure of this delivery sends the message
 // to the dead letters (AtLeastOnce: it has had Config.MaxAttempts
 // deliveries). Middleware uses it to count dead letters.
 func (m *Message) LastAttempt() bool {
-	return m.s != nil && m.token != "" && m.Attempts >= m.s.cfg.MaxAttempts
+	return m.token() != "" && m.Attempts >= m.shard().Config().MaxAttempts
 }
 
 // Outcome is how Run finished one delivery; AfterFinish callbacks get it.

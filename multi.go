@@ -12,9 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
-
 	"github.com/prioq/prioq/internal/fanout"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // The defaults of MultiConfig.
@@ -77,7 +76,7 @@ type MultiConfig struct {
 // MultiConsumer takes messages from many queues with a fixed number of
 // connections: one per Redis node it reads from, subscribed to the queues'
 // announcements (SPUBLISH on each shard's channel, made by every write that
-// makes work ready: see keys.go), however many queues it serves. It never
+// makes work ready: see internal/store/keys.go), however many queues it serves. It never
 // waits on a queue with a blocking command: it takes (take.lua, a lease as
 // for Consumer) from the queue an announcement or its probe says has work,
 // and waits in the process otherwise. An announcement missed (a connection
@@ -267,7 +266,7 @@ type multiQueue struct {
 // unit is one shard of a served queue.
 type unit struct {
 	mq   *multiQueue
-	s    *shard
+	s    *store.Shard
 	node string
 
 	// Under multi.mu:
@@ -336,7 +335,7 @@ func (m *multi) reserveNodes(ctx context.Context, mqs []*multiQueue) error {
 		for i, node := range mq.q.ShardNodes() {
 			if !seen[node] && !m.reservedNodes[node] {
 				seen[node] = true
-				needs = append(needs, blockingNeed{node: node, key: mq.q.shards[i].k.slotKey(), n: 1})
+				needs = append(needs, blockingNeed{node: node, key: mq.q.shards[i].Keys().SlotKey(), n: 1})
 			}
 		}
 	}
@@ -381,10 +380,10 @@ func (m *multi) addLocked(mq *multiQueue) {
 	for i, s := range mq.q.shards {
 		u := &unit{mq: mq, s: s, node: nodes[i]}
 		mq.units = append(mq.units, u)
-		m.byChan[s.k.wake] = u
+		m.byChan[s.Keys().Wake()] = u
 		// Work that predates the subscription: the listener probes the
 		// shard once it is subscribed.
-		m.listenerLocked(u.node).subscribe(s.k.wake)
+		m.listenerLocked(u.node).subscribe(s.Keys().Wake())
 	}
 }
 
@@ -396,10 +395,10 @@ func (m *multi) removeLocked(name string) {
 	}
 	delete(m.queues, name)
 	for _, u := range mq.units {
-		delete(m.byChan, u.s.k.wake)
+		delete(m.byChan, u.s.Keys().Wake())
 		delete(m.ready, u)
 		if l := m.listeners[u.node]; l != nil {
-			l.unsubscribe(u.s.k.wake)
+			l.unsubscribe(u.s.Keys().Wake())
 		}
 		u.mu.Lock()
 		u.removed = true
@@ -437,7 +436,7 @@ func (m *multi) markReady(u *unit) {
 // tries again every refusedRetry, without reporting again.
 func (m *multi) refusedChannel(ch string, err error) {
 	kind := "channel"
-	if !strings.Contains(strings.ToLower(errReplyText(err)), "channel") {
+	if !strings.Contains(strings.ToLower(store.ReplyText(err)), "channel") {
 		kind = "command"
 	}
 	m.mu.Lock()
@@ -470,14 +469,14 @@ func (m *multi) announced(ch, what string) {
 		return
 	}
 	switch what {
-	case announceResumed:
+	case store.AnnounceResumed:
 		m.mu.Lock()
 		u.pausedUntil = time.Time{}
 		m.mu.Unlock()
 		m.markReady(u)
-	case announceReady:
+	case store.AnnounceReady:
 		m.markReady(u)
-	case announceDue:
+	case store.AnnounceDue:
 		go m.promote(u)
 	}
 }
@@ -601,21 +600,22 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		// not retried until CallTimeout: the other queues are served
 		// meanwhile), as one whose call fails.
 		ctx, cancel := context.WithTimeout(context.Background(), m.qcfg.CallTimeout)
-		r, err := u.s.takeFrom(withRedirectBudget(ctx, redirectBudget), takeArgs{lanes: u.s.k.highFirst, n: n, lease: m.ccfg.Lease, top: true, claimWake: true, guess: true})
+		r, err := u.s.Take(store.WithRedirectBudget(ctx, store.RedirectBudget),
+			store.TakeArgs{Lanes: u.s.Keys().HighFirst(), N: n, Lease: m.ccfg.Lease, Top: true, ClaimWake: true, Guess: true})
 		cancel()
 		m.mu.Lock()
 		switch {
 		case err != nil:
 			u.downUntil = time.Now().Add(m.ccfg.RetryInterval)
-		case r.paused:
+		case r.Paused:
 			// Writes to a paused queue go on announcing it: without this,
 			// each would cost a take. Resume announces itself.
 			u.pausedUntil = time.Now().Add(m.cfg.ProbeInterval)
-		case r.limited > 0:
+		case r.Limited > 0:
 			// At its rate limit: left alone, still ready, until its next
 			// message may be taken.
-			u.pausedUntil = time.Now().Add(r.limited)
-		case !r.hasTop && u.readyGen == gen:
+			u.pausedUntil = time.Now().Add(r.Limited)
+		case !r.HasTop && u.readyGen == gen:
 			// Drained (or paused): the next announcement brings it back.
 			// One that came during the take was for work it may not have
 			// seen: the shard stays ready then.
@@ -623,16 +623,16 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 		}
 		m.mu.Unlock()
 		if err != nil {
-			if !movedAway(err) {
+			if !store.MovedAway(err) {
 				m.report(err)
 			}
 			continue
 		}
-		for _, d := range r.dropped {
+		for _, d := range r.Dropped {
 			m.report(d)
 		}
-		if len(r.msgs) > 0 {
-			return r.msgs, nil
+		if len(r.Deliveries) > 0 {
+			return messagesOf(r.Deliveries), nil
 		}
 	}
 }
@@ -654,13 +654,13 @@ func (m *multi) promote(u *unit) {
 	for {
 		// As promoteDue, counting what moved.
 		var moved int
-		cctx, cancel := context.WithTimeout(m.bg, u.s.cfg.CallTimeout)
-		moved, next, _, err = u.s.promote(cctx)
+		cctx, cancel := context.WithTimeout(m.bg, u.s.Config().CallTimeout)
+		moved, next, _, err = u.s.Promote(cctx)
 		cancel()
 		if moved > 0 {
 			m.markReady(u)
 		}
-		if err != nil || moved < u.s.cfg.PromoteBatch {
+		if err != nil || moved < u.s.Config().PromoteBatch {
 			break
 		}
 	}
@@ -837,81 +837,27 @@ func (m *multi) probe(ctx context.Context, units []*unit, metas bool) (unreadabl
 // probeFound is what one probe call read: res per probe.lua, of units.
 type probeFound struct {
 	units []*unit
-	res   []string
+	res   []store.Probed
 	now   int64 // the server's, ms
 	metas bool  // the meta keys were read (those of queues of one shard)
 }
 
 // status is unit i's status in f (probe.lua): "" read, "m" its meta key is
 // missing, "x" unreadable.
-func (f probeFound) status(i int) string { return f.res[4*len(f.units)+i] }
+func (f probeFound) status(i int) string { return f.res[i].Status }
 
 // probeRead runs probe.lua over units (all of one node).
 func (m *multi) probeRead(ctx context.Context, units []*unit, metas bool) (probeFound, error) {
-	n := len(units)
-	_, cluster := m.c.(*radix.Cluster)
-	args := make([]string, 3, 3+n+(6+3)*n)
-	args[0] = strconv.Itoa(n)
-	if cluster {
-		args[1] = "cluster"
+	shards := make([]*store.Shard, len(units))
+	for i, u := range units {
+		shards[i] = u.s
 	}
-	if metas {
-		args[2] = "meta"
-	}
-	for _, u := range units {
-		args = append(args, strconv.Itoa(len(u.s.k.lanes)))
-	}
-	for _, key := range []func(*unit) string{
-		func(u *unit) string { return u.s.k.wake },
-		func(u *unit) string { return u.s.k.delayed },
-		func(u *unit) string { return u.s.k.leases },
-		func(u *unit) string { return u.s.k.gdue },
-		func(u *unit) string { return u.s.k.paused },
-	} {
-		for _, u := range units {
-			args = append(args, key(u))
-		}
-	}
-	if metas {
-		for _, u := range units {
-			// The meta key of a queue of one shard is in its slot; that of a
-			// queue of several is in a slot of its own, maybe on another
-			// node (keys.go): act keeps it.
-			meta := ""
-			if len(u.mq.q.shards) == 1 {
-				meta = u.s.k.meta
-			}
-			args = append(args, meta)
-		}
-	}
-	for _, u := range units {
-		args = append(args, u.s.k.lanes...) // undeclared: see probe.lua
-	}
-	var res []string
 	cctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
 	defer cancel()
-	var err error
-	if cluster {
-		// radix's Cluster client refuses keys of several slots; one
-		// connection of the node runs it (the script may: see its flags).
-		// That connection is clean after any outcome: one command, whose
-		// reply radix has read whole when it returns nil or an error reply
-		// (which put it back), and any other error closes it.
-		err = m.c.Do(cctx, radix.WithConn(units[0].s.k.slotKey(), func(ctx context.Context, conn radix.Conn) error {
-			return conn.Do(ctx, probeScript.Cmd(&res, nil, args...))
-		}))
-	} else {
-		// Elsewhere on a shared connection: WithConn would take one out of
-		// the pool, which every other call of the pool waits for.
-		err = m.c.Do(cctx, probeScript.Cmd(&res, nil, args...))
-	}
+	res, now, err := store.Probe(cctx, m.c, shards, metas)
 	if err != nil {
 		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe of %d shards: %w", len(units), err)
 	}
-	if len(res) != 5*len(units)+1 {
-		return probeFound{}, fmt.Errorf("prioq: multi consumer: probe: %w: %d replies for %d shards", ErrScript, len(res), len(units))
-	}
-	now, _ := strconv.ParseInt(res[len(res)-1], 10, 64)
 	return probeFound{units: units, res: res, now: now, metas: metas}, nil
 }
 
@@ -935,7 +881,7 @@ func (m *multi) mark(f probeFound) (unreadable bool) {
 			}
 			continue
 		}
-		if f.res[i] == "1" && m.queues[u.mq.q.name] == u.mq {
+		if f.res[i].Ready && m.queues[u.mq.q.name] == u.mq {
 			m.ready[u] = struct{}{}
 			u.readyGen++
 			marked = true
@@ -950,7 +896,6 @@ func (m *multi) mark(f probeFound) (unreadable bool) {
 // act does what f says is due: it puts back lost meta keys, promotes (or
 // sets the promotion timers) and sweeps expired leases.
 func (m *multi) act(ctx context.Context, f probeFound) {
-	n := len(f.units)
 	for i, u := range f.units {
 		status := f.status(i)
 		if status == "x" {
@@ -962,9 +907,9 @@ func (m *multi) act(ctx context.Context, f probeFound) {
 			// Consumer's sweeper does (keepMeta), so that Open and
 			// ListQueues (Pattern) see the queue again. (A queue of
 			// several shards: one call each time, as the sweeper's.)
-			u.s.keepMeta(ctx, m.report)
+			u.s.KeepMeta(ctx, m.report)
 		}
-		due, lease, gdue := f.res[n+i], f.res[2*n+i], f.res[3*n+i]
+		due, lease, gdue := f.res[i].Due, f.res[i].Lease, f.res[i].GDue
 		// A group parked at its rate limit comes back by a promotion too
 		// (promote.lua): the earlier of the two times.
 		if g, err := strconv.ParseFloat(gdue, 64); err == nil {
@@ -979,7 +924,7 @@ func (m *multi) act(ctx context.Context, f probeFound) {
 				m.promoteIn(u, wait)
 			}
 		}
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && u.s.sweepExpired(ctx, m.ccfg, m.report) > 0 {
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && sweepExpired(ctx, u.s, m.ccfg, m.report) > 0 {
 			m.markReady(u)
 		}
 	}
@@ -1023,38 +968,8 @@ func ListQueues(ctx context.Context, c Client, pattern string) ([]string, error)
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute) // SCAN calls go straight to radix
-	defer cancel()
-	var nodes []radix.Client
-	switch c := c.(type) {
-	case radix.MultiClient:
-		sets, err := c.Clients()
-		if err != nil {
-			return nil, err
-		}
-		for _, rs := range sets {
-			nodes = append(nodes, rs.Primary)
-		}
-	case radix.Client:
-		nodes = append(nodes, c)
-	default:
-		return nil, fmt.Errorf("%w: listing queues needs a radix client", ErrInvalidOption)
-	}
-	var names []string
-	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: MetaKeyPattern, Count: 10000}).New(node)
-		var key string
-		for sc.Next(ctx, &key) {
-			if name, ok := QueueOfMetaKey(key); ok {
-				if ok, _ := path.Match(pattern, name); ok {
-					names = append(names, name)
-				}
-			}
-		}
-		if err := sc.Close(); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	return store.ScanQueues(ctx, c, func(name string) bool {
+		ok, _ := path.Match(pattern, name)
+		return ok
+	})
 }

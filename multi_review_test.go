@@ -144,13 +144,13 @@ func TestMultiConsumerRefusedLaterChannelCrossesNoReplies(t *testing.T) {
 	admin := newClient(t)
 	qs := openMany(t, admin, queueName(t), 2, Config{})
 	allowed, refused := qs[0], qs[1]
-	_, cl := aclUser(t, 8, "~*", "+@all", "resetchannels", "&"+sh(allowed).k.wake)
+	_, cl := aclUser(t, 8, "~*", "+@all", "resetchannels", "&"+sh(allowed).Keys().Wake())
 	onError, reported := errorLog()
 	mc := newMulti(t, cl, MultiConfig{Queues: []string{allowed.Name()}, ProbeInterval: time.Second,
 		Consumer: ConsumerConfig{RetryInterval: 20 * time.Millisecond, OnError: onError}})
 	require.Eventually(t, func() bool {
 		var chans []string
-		return admin.Do(context.Background(), radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(allowed).k.wake)) == nil && len(chans) == 1
+		return admin.Do(context.Background(), radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(allowed).Keys().Wake())) == nil && len(chans) == 1
 	}, 5*time.Second, 10*time.Millisecond, "the allowed channel is subscribed")
 	ctx := ctxT(t, 60*time.Second)
 	require.NoError(t, mc.Add(ctx, refused.Name()))
@@ -343,7 +343,7 @@ func TestMultiConsumerDrainAnnouncesNothing(t *testing.T) {
 			}
 			_, err := q.EnqueueBatch(ctx, items)
 			require.NoError(t, err)
-			heard := shardSubscriber(t, sh(q).k.wake)
+			heard := shardSubscriber(t, sh(q).Keys().Wake())
 			mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}})
 			for range 300 {
 				m, err := mc.Receive(ctx)
@@ -387,7 +387,7 @@ func TestMultiConsumerWeightsCountAQueueOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for i, s := range wide.shards {
-		st, err := s.stats(ctx)
+		st, err := s.Stats(ctx)
 		require.NoError(t, err)
 		require.Greater(t, st.Ready, int64(150), "shard %d keeps work for all 400 takes", i)
 	}
@@ -427,9 +427,9 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 	var meta [][]string
 	for _, q := range qs {
 		var m []string
-		require.NoError(t, cl.Do(ctx, radix.Cmd(&m, "HGETALL", sh(q).k.meta)))
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&m, "HGETALL", sh(q).Keys().Meta())))
 		meta = append(meta, m)
-		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.meta)))
+		require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Meta())))
 	}
 	other, err := NewMultiConsumer(ctx, cl, MultiConfig{Queues: names(qs)})
 	if err == nil {
@@ -439,7 +439,7 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, q := range qs {
 			var n int
-			if cl.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).k.meta)) != nil || n == 0 {
+			if cl.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).Keys().Meta())) != nil || n == 0 {
 				return false
 			}
 		}
@@ -447,7 +447,7 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the meta keys put back by the running MultiConsumer")
 	for i, q := range qs {
 		var m []string
-		require.NoError(t, cl.Do(ctx, radix.Cmd(&m, "HGETALL", sh(q).k.meta)))
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&m, "HGETALL", sh(q).Keys().Meta())))
 		require.Equal(t, toMap(meta[i]), toMap(m), "as it was")
 	}
 	// A consumer restarted now finds them, by name and by Pattern.
@@ -514,7 +514,7 @@ func TestMultiConsumerFindsWorkWithoutWakeUpWithinAProbeInterval(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	require.Eventually(t, func() bool {
 		var chans []string
-		return cl.Do(ctx, radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(q).k.wake)) == nil && len(chans) == 1
+		return cl.Do(ctx, radix.Cmd(&chans, "PUBSUB", "SHARDCHANNELS", sh(q).Keys().Wake())) == nil && len(chans) == 1
 	}, 5*time.Second, 10*time.Millisecond, "subscribed")
 	var killed int
 	require.NoError(t, cl.Do(ctx, radix.Cmd(&killed, "CLIENT", "KILL", "TYPE", "pubsub")))
@@ -524,7 +524,7 @@ func TestMultiConsumerFindsWorkWithoutWakeUpWithinAProbeInterval(t *testing.T) {
 		_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)))
 		require.NoError(t, err)
 		var popped []string
-		require.NoError(t, cl.Do(ctx, radix.Cmd(&popped, "ZPOPMIN", sh(q).k.wake))) // the killed consumer's pop
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&popped, "ZPOPMIN", sh(q).Keys().Wake()))) // the killed consumer's pop
 		start := time.Now()
 		m, err := mc.Receive(ctx)
 		require.NoError(t, err)

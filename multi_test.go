@@ -169,9 +169,9 @@ func TestMultiConsumerFindsWorkWithoutAnnouncement(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var n int
-		return cl.Do(ctx, radix.Cmd(&n, "EXISTS", sh(qs[0]).k.wake)) == nil && n == 0
+		return cl.Do(ctx, radix.Cmd(&n, "EXISTS", sh(qs[0]).Keys().Wake())) == nil && n == 0
 	}, 5*time.Second, 10*time.Millisecond, "a take found it paused and claimed the wake-up")
-	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(qs[0]).k.paused)))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", sh(qs[0]).Keys().Paused())))
 	select {
 	case got = <-received:
 		require.Equal(t, "paused", string(got.Payload))
@@ -406,14 +406,14 @@ func TestMultiConsumerStopsPromotingARemovedQueue(t *testing.T) {
 	var before []int
 	for _, q := range qs {
 		var n int
-		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).k.delayed)))
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).Keys().Delayed())))
 		before = append(before, n)
 	}
 	time.Sleep(500 * time.Millisecond)
 	still := 0
 	for i, q := range qs {
 		var n int
-		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).k.delayed)))
+		require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "ZCARD", sh(q).Keys().Delayed())))
 		if n < before[i] {
 			still++
 		}

@@ -47,10 +47,10 @@ func TestAtMaxMemoryShrinkingWorkKeepsRunning(t *testing.T) {
 			}
 			_, err := q.Enqueue(ctx, []byte("due soon"), Delay(300*time.Millisecond), Priority(1))
 			require.NoError(t, err)
-			expiring, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, 200*time.Millisecond)
+			expiring, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 2, 200*time.Millisecond)
 			require.NoError(t, err)
 			require.Len(t, expiring, 2)
-			held, _, err := sh(q).take(ctx, sh(q).k.highFirst, 3, time.Hour)
+			held, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 3, time.Hour)
 			require.NoError(t, err)
 			require.Len(t, held, 3)
 			before, err := q.Stats(ctx)
@@ -77,19 +77,19 @@ func TestAtMaxMemoryShrinkingWorkKeepsRunning(t *testing.T) {
 			assert.NoError(t, held[0].Extend(ctx, 2*time.Hour), "extend at maxmemory")
 			require.NoError(t, held[1].Ack(ctx), "ack at maxmemory")
 			assert.NoError(t, held[2].Retry(ctx, time.Millisecond, "again"), "retry at maxmemory")
-			more, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Hour)
+			more, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Hour)
 			require.NoError(t, err, "take at maxmemory")
 			require.Len(t, more, 1)
 			require.NoError(t, more[0].Ack(ctx))
 
 			time.Sleep(350 * time.Millisecond) // leases expired, the delayed message is due
-			back, _, _, err := sh(q).sweep(ctx, 100)
+			back, _, _, err := sh(q).Sweep(ctx, 100)
 			assert.NoError(t, err, "sweep at maxmemory")
 			assert.Equal(t, 2, back, "expired leases redelivered at maxmemory")
 			moved := 0
 			var promoteErr error
 			assert.Eventually(t, func() bool {
-				n, _, _, err := sh(q).promote(ctx)
+				n, _, _, err := sh(q).Promote(ctx)
 				promoteErr = err
 				moved += n
 				return moved == 2 // the retried one and the one due
@@ -122,7 +122,7 @@ func TestAtTheMemoryEdgeFailureMeansNotStored(t *testing.T) {
 			for i := 0; i < 1024; i++ {
 				payload := fmt.Sprintf("edge-%05d-%s", i, strings.Repeat("x", 40))
 				opts := []Option{Priority(int64(i % 3))}
-				grouped := i%2 == 1 && !l.layout.seqMembers // (grouped.lua)
+				grouped := i%2 == 1 && !l.layout.l.SeqMembers() // (grouped.lua)
 				if grouped {
 					opts = append(opts, Group(fmt.Sprint("g", i%5)))
 				}

@@ -122,26 +122,26 @@ func (r *refQueue) remove(id string) bool {
 // priorityGen draws priorities that stress a layout: both ends, the edges of
 // every segment, a few "hot" values that repeat (FIFO ties), and uniform ones.
 func priorityGen(rng *rand.Rand, l Layout) func() int64 {
-	if l.kind == kindLevels {
-		return func() int64 { return rng.Int64N(int64(l.levels)) }
+	if !l.l.IsRange() {
+		return func() int64 { return rng.Int64N(int64(l.l.Lanes())) }
 	}
-	special := []int64{l.lo, l.lo + 1, l.hi, l.hi - 1, 0, -1, 1}
-	for s := 0; s < l.segments; s++ {
+	special := []int64{l.l.Lowest(), l.l.Lowest() + 1, l.l.Highest(), l.l.Highest() - 1, 0, -1, 1}
+	for s := 0; s < l.l.Lanes(); s++ {
 		// the first priority of segment s, and the one just below it
-		var p int64 = l.lo
-		for lo, hi := l.lo, l.hi; lo <= hi; {
+		p := l.l.Lowest()
+		for lo, hi := l.l.Lowest(), l.l.Highest(); lo <= hi; {
 			mid := lo + (hi-lo)/2
-			if seg, _ := l.laneOf(mid); seg >= s {
+			if seg, _ := l.l.LaneOf(mid); seg >= s {
 				p, hi = mid, mid-1
 			} else {
 				lo = mid + 1
 			}
 		}
-		special = append(special, p, max(p-1, l.lo))
+		special = append(special, p, max(p-1, l.l.Lowest()))
 	}
 	var hot []int64
 	for i := 0; i < 6; i++ {
-		hot = append(hot, l.lo+rng.Int64N(l.hi-l.lo+1))
+		hot = append(hot, l.l.Lowest()+rng.Int64N(l.l.Highest()-l.l.Lowest()+1))
 	}
 	return func() int64 {
 		var p int64
@@ -151,9 +151,9 @@ func priorityGen(rng *rand.Rand, l Layout) func() int64 {
 		case 1:
 			p = hot[rng.IntN(len(hot))]
 		default:
-			p = l.lo + rng.Int64N(l.hi-l.lo+1)
+			p = l.l.Lowest() + rng.Int64N(l.l.Highest()-l.l.Lowest()+1)
 		}
-		return min(max(p, l.lo), l.hi)
+		return min(max(p, l.l.Lowest()), l.l.Highest())
 	}
 }
 
@@ -197,7 +197,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 
 	item := func() (EnqueueItem, refItem) {
 		p := prio()
-		lane, err := layout.laneOf(p)
+		lane, err := layout.l.LaneOf(p)
 		require.NoError(t, err)
 		it := refItem{prio: p, lane: lane}
 		opts := []Option{Priority(p)}
@@ -268,7 +268,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 			}
 			// (AtMostOnce on a Range queue of format 4 takes with
 			// take.lua too.)
-			want := ref.take(k, mode == AtLeastOnce || sh(q).lists())
+			want := ref.take(k, mode == AtLeastOnce || sh(q).Lists())
 			got, err := cons.ReceiveBatch(ctx, k)
 			require.NoError(t, err)
 			gotIDs := make([]string, len(got))
@@ -308,7 +308,7 @@ func runOrderingProperty(t *testing.T, c Client, mode Mode, layout Layout, rng *
 func promoteAllAt(t *testing.T, q *Queue, ms int64) {
 	t.Helper()
 	for {
-		moved, _, _, err := sh(q).promoteAt(context.Background(), fmtInt(ms))
+		moved, _, _, err := sh(q).PromoteAt(context.Background(), fmtInt(ms))
 		require.NoError(t, err)
 		if moved < q.cfg.PromoteBatch {
 			return

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -63,10 +64,10 @@ func testShardedPeekOrder(t *testing.T, c Client, layout Layout, mode Mode, shar
 	if mode == AtLeastOnce {
 		a = put(1, 0, "A")
 		s := q.shards[0]
-		msgs, _, err := s.take(ctx, s.k.highFirst, 1, time.Minute)
+		msgs, _, err := shardTake(s, ctx, s.Keys().HighFirst(), 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, msgs, 1)
-		require.NoError(t, failTok(s, ctx, msgs[0].token, 0, "dead", failDead))
+		require.NoError(t, failTok(s, ctx, msgs[0].token(), 0, "dead", store.FailDead))
 	}
 	// Several priorities, an uneven number per shard (shard 0 has every
 	// one; which the others have changes with the trial).

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // A radix pool has a fixed number of connections, and a blocking command
@@ -169,52 +169,7 @@ func plural(n int, word string) string {
 // borrow takes want connections of key's pool at the same time, holds them
 // until all are there or poolCheckWait has passed, and returns how many it got.
 func borrow(ctx context.Context, c Client, key string, want int) int {
-	ctx, cancel := context.WithTimeout(ctx, poolCheckWait)
-	defer cancel()
-	var got atomic.Int64
-	var failed atomic.Bool // a call failed for another reason than the wait
-	all := make(chan struct{})
-	var wg sync.WaitGroup
-	for range want {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.Do(ctx, radix.WithConn(key, func(ctx context.Context, _ radix.Conn) error {
-				if got.Add(1) == int64(want) {
-					close(all)
-				}
-				select {
-				case <-all:
-				case <-ctx.Done():
-				}
-				return nil
-			}))
-			if err != nil && ctx.Err() == nil {
-				failed.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	nudge(c, key, want)
-	if failed.Load() {
-		// The node did not answer (down, refusing): that says nothing of
-		// the pool's size, and a consumer must be able to start while a
-		// node is down. Its waits fail and retry meanwhile.
-		return want
-	}
-	return int(got.Load())
-}
-
-// nudge takes and puts back a connection of key's pool n+256 times, one
-// after another (no I/O: well under a millisecond). radix v4.1.4 wakes one waiting shared call per connection put
-// back; calls that began to wait while borrow held every free connection
-// would otherwise wait until their deadline although the pool is free again.
-func nudge(c Client, key string, n int) {
-	for range n + 256 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		_ = c.Do(ctx, radix.WithConn(key, func(context.Context, radix.Conn) error { return nil }))
-		cancel()
-	}
+	return store.Borrow(ctx, c, key, want, poolCheckWait)
 }
 
 // holding counts a connection held for a long time (a MultiConsumer's
@@ -229,13 +184,4 @@ func holding(c Client, node string) (done func()) {
 	blockingMu.Unlock()
 	u.inUse.Add(1)
 	return func() { u.inUse.Add(-1) }
-}
-
-// doBlocking runs a blocking command of s, counted as waiting.
-func (s *shard) doBlocking(ctx context.Context, a radix.Action) error {
-	if u := s.blockUse.Load(); u != nil {
-		u.inUse.Add(1)
-		defer u.inUse.Add(-1)
-	}
-	return s.do(ctx, a)
 }

@@ -112,7 +112,7 @@ func BenchmarkReceive(b *testing.B) {
 		q := openQueue(b, c, Config{Mode: AtMostOnce})
 		defer q.Purge(ctx)
 		fillQueue(b, q, b.N)
-		keys := append(sh(q).k.highFirst, "1") // highFirst has cap == len: this copies
+		keys := append(sh(q).Keys().HighFirst(), "1") // highFirst has cap == len: this copies
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -191,7 +191,7 @@ func BenchmarkTakeLargeMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 		before = serverUs("evalsha")
-		msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+		msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 		if err != nil || len(msgs) != 1 {
 			b.Fatal(err, len(msgs))
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -37,8 +38,8 @@ func TestEnqueueBadInputWritesNothing(t *testing.T) {
 				{"long id", []byte("x"), []Option{ID(string(bytes.Repeat([]byte("i"), 129)))}, ErrInvalidID},
 				{"negative delay", []byte("x"), []Option{Delay(-time.Second)}, ErrInvalidOption},
 			}
-			if l.layout.kind == kindLevels {
-				bad[0].opts, bad[1].opts = []Option{Priority(int64(l.layout.levels))}, []Option{Priority(-1)}
+			if !l.layout.l.IsRange() {
+				bad[0].opts, bad[1].opts = []Option{Priority(int64(l.layout.l.Lanes()))}, []Option{Priority(-1)}
 			}
 			for _, b := range bad {
 				_, err := q.Enqueue(ctx, b.payload, b.opts...)
@@ -134,19 +135,19 @@ func TestPrepare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := tc.q.prepare(now, []byte("payload"), tc.opts)
 			require.NoError(t, err)
-			assert.Equal(t, tc.lane, p.lane)
-			assert.Equal(t, tc.due, p.due)
-			assert.Equal(t, tc.score, p.score)
+			assert.Equal(t, tc.lane, p.Lane)
+			assert.Equal(t, tc.due, p.Due)
+			assert.Equal(t, tc.score, p.Score)
 			if tc.id != "" {
-				assert.Equal(t, tc.id, p.id)
-				assert.True(t, p.caller)
+				assert.Equal(t, tc.id, p.ID)
+				assert.True(t, p.Caller)
 			} else {
-				assert.True(t, isGeneratedID(p.id), p.id)
-				assert.False(t, p.caller)
+				assert.True(t, store.IsGeneratedID(p.ID), p.ID)
+				assert.False(t, p.Caller)
 			}
-			e, err := decodeEnvelope(p.env)
+			e, err := store.DecodeEnvelope(p.Env)
 			require.NoError(t, err)
-			assert.Equal(t, envelope{ID: p.id, CallerID: p.caller, Priority: tc.prio,
+			assert.Equal(t, store.Envelope{ID: p.ID, CallerID: p.Caller, Priority: tc.prio,
 				EnqueuedMs: 1700000000123, Payload: []byte("payload")}, e)
 		})
 	}
@@ -179,29 +180,6 @@ func TestPrepareBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, ErrPayloadTooLarge, "the default MaxPayload")
 }
 
-func TestCeilMs(t *testing.T) {
-	base := time.UnixMilli(1000)
-	assert.Equal(t, int64(1000), ceilMs(base))
-	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Nanosecond)))
-	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond-time.Nanosecond)))
-	assert.Equal(t, int64(1001), ceilMs(base.Add(time.Millisecond)))
-	assert.Equal(t, int64(0), ceilMs(time.UnixMilli(0)))
-	assert.Equal(t, int64(-5), ceilMs(time.UnixMilli(-5).Add(-time.Nanosecond)), "before 1970 too")
-}
-
-// Only a lone ready message with a generated id for a Levels queue or a Range
-// queue of format 4 skips Lua.
-func TestCanSendPlain(t *testing.T) {
-	levels, rng := pureQueue(Config{}), pureQueue(Config{Layout: seqRange(0, 9, 2)})
-	assert.True(t, sh(pureQueue(Config{Layout: Range(0, 9, 2)})).canSendPlain([]prepared{{id: "g"}}), "a Range queue")
-	plain := prepared{id: "g", lane: 0}
-	assert.True(t, sh(levels).canSendPlain([]prepared{plain}))
-	assert.False(t, sh(levels).canSendPlain([]prepared{plain, plain}), "a batch")
-	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "c", caller: true}}), "a caller id")
-	assert.False(t, sh(levels).canSendPlain([]prepared{{id: "d", due: "+5"}}), "a delay")
-	assert.False(t, sh(rng).canSendPlain([]prepared{plain}), "a Range queue of format 2")
-}
-
 // ReadyAt tells middleware when an item will be ready.
 func TestEnqueueItemReadyAt(t *testing.T) {
 	now := time.Unix(1700000000, 0)
@@ -232,11 +210,11 @@ func TestCallerIDCannotTakeALiveGeneratedID(t *testing.T) {
 				require.NoError(t, err)
 				switch state {
 				case "in flight", "dead":
-					got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+					got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 					require.NoError(t, err)
 					require.Len(t, got, 1)
 					if state == "dead" {
-						require.NoError(t, got[0].fail(ctx, 0, "boom", failDead))
+						require.NoError(t, got[0].fail(ctx, 0, "boom", store.FailDead))
 					}
 				}
 				_, err = q.Enqueue(ctx, []byte("B"), ID(a), Delay(1500*time.Millisecond))
@@ -269,12 +247,12 @@ func sendLegacy(t *testing.T, q *Queue, payload string, due string) {
 	t.Helper()
 	p, err := q.prepare(q.now(), []byte(payload), nil)
 	require.NoError(t, err)
-	p.id, p.due = legacyID, due
-	e, err := decodeEnvelope(p.env)
+	p.ID, p.Due = legacyID, due
+	e, err := store.DecodeEnvelope(p.Env)
 	require.NoError(t, err)
 	e.ID = legacyID
-	p.env = e.encode()
-	res, err := sh(q).send(context.Background(), []prepared{p})
+	p.Env = e.Encode()
+	res, err := sh(q).Send(context.Background(), []store.Item{p.Item})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 }
@@ -292,7 +270,7 @@ func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(time.Second))
 			require.ErrorIs(t, err, ErrDuplicate, "the delayed record of the earlier message holds the id")
 			var rec string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.dstore, legacyID)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).Keys().DStore(), legacyID)))
 			assert.True(t, strings.HasSuffix(rec, "A"), "A's record is intact")
 		})
 		t.Run(l.name+"/retry", func(t *testing.T) {
@@ -301,7 +279,7 @@ func TestLegacyGeneratedIDsKeepTheirDelayedRecords(t *testing.T) {
 			sendLegacy(t, q, "A", "")
 			_, err := q.Enqueue(ctx, []byte("B"), ID(legacyID), Delay(400*time.Millisecond))
 			require.NoError(t, err, "nothing delayed holds the id: the caller's message is stored")
-			got, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+			got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, got, 1)
 			require.NoError(t, got[0].Retry(ctx, 200*time.Millisecond, "again"))
@@ -391,11 +369,11 @@ func TestRangeEnqueueCutHalfWayLeavesNoHiddenList(t *testing.T) {
 
 	direct := newClient(t)
 	var n int64
-	require.NoError(t, direct.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.prioList(700))))
+	require.NoError(t, direct.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).Keys().PrioList(700))))
 	var name radix.Maybe
 	var score string
 	name.Rcv = &score
-	require.NoError(t, direct.Do(ctx, radix.Cmd(&name, "ZSCORE", sh(q).k.lanes[2], "700")))
+	require.NoError(t, direct.Do(ctx, radix.Cmd(&name, "ZSCORE", sh(q).Keys().Lanes()[2], "700")))
 	if n > 0 {
 		assert.False(t, name.Null, "a list of %d messages that no index names", n)
 	}

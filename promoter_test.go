@@ -9,6 +9,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -33,11 +34,11 @@ func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
 	_, err = cons.Receive(rctx)
 	cancel()
 	require.Error(t, err, "nothing is due yet")
-	backup := sh(q).k.dstore + ".backup"
+	backup := sh(q).Keys().DStore() + ".backup"
 	// Atomically, so that no promotion sees the store missing (see below).
-	require.NoError(t, sh(q).c.Do(ctx, radix.NewEvalScript(
+	require.NoError(t, sh(q).Client().Do(ctx, radix.NewEvalScript(
 		`redis.call('RENAME', KEYS[1], KEYS[2]) redis.call('SET', KEYS[1], 'wrong type')`,
-	).Cmd(nil, []string{sh(q).k.dstore, backup})))
+	).Cmd(nil, []string{sh(q).Keys().DStore(), backup})))
 
 	require.Eventually(t, func() bool { return errs.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
 		"the promotion at the due time fails")
@@ -45,7 +46,7 @@ func TestPromoterRecoversAfterFailedPromotion(t *testing.T) {
 	// One RENAME replaces the wrong-typed key atomically. (A DEL first would
 	// let a promotion in between find the member without its record and drop
 	// it as an orphan: CI once lost the message that way.)
-	require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(nil, "RENAME", backup, sh(q).k.dstore)))
+	require.NoError(t, sh(q).Client().Do(ctx, radix.Cmd(nil, "RENAME", backup, sh(q).Keys().DStore())))
 	healed := time.Now()
 
 	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -150,7 +151,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 40; j++ {
-				_, _, _, err := sh(q).promote(ctx)
+				_, _, _, err := sh(q).Promote(ctx)
 				assert.NoError(t, err)
 				time.Sleep(2 * time.Millisecond)
 			}
@@ -158,7 +159,7 @@ func TestConcurrentPromotersMoveOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for {
-		moved, _, _, err := sh(q).promote(ctx)
+		moved, _, _, err := sh(q).Promote(ctx)
 		require.NoError(t, err)
 		if moved == 0 {
 			break
@@ -193,13 +194,13 @@ func TestEqualDueTimesKeepEnqueueOrder(t *testing.T) {
 			}
 			_, err := q.EnqueueBatch(ctx, items)
 			require.NoError(t, err)
-			idCounter.Store(65533) // the next ids wrap from 65535 to 0
+			store.SetIDCounter(65533) // the next ids wrap from 65535 to 0
 			for i := 0; i < 6; i++ {
 				id, err := q.Enqueue(ctx, []byte("x"), at)
 				require.NoError(t, err)
 				want = append(want, id)
 			}
-			moved, _, _, err := sh(q).promoteAt(ctx, fmtInt(time.Now().Add(2*time.Hour).UnixMilli()))
+			moved, _, _, err := sh(q).PromoteAt(ctx, fmtInt(time.Now().Add(2*time.Hour).UnixMilli()))
 			require.NoError(t, err)
 			require.Equal(t, len(want), moved)
 			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
@@ -251,11 +252,11 @@ func TestStoppingPromoterPutsTheMarkerBack(t *testing.T) {
 	var cons atomic.Pointer[Consumer]
 	ready, popped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	k := newKeySet(name, DefaultLevels)
+	k := store.KeysOf(name, DefaultLevels)
 	// Stop the consumer the moment its promoter's wait pops the marker.
 	stopOnPop := clientFunc(func(ctx context.Context, a radix.Action) error {
 		err := c.Do(ctx, a)
-		if keys := a.Properties().Keys; err == nil && len(keys) == 1 && keys[0] == k.sched && !a.Properties().CanShareConn {
+		if keys := a.Properties().Keys; err == nil && len(keys) == 1 && keys[0] == k.Sched() && !a.Properties().CanShareConn {
 			once.Do(func() {
 				<-ready
 				cons.Load().stop()
@@ -266,7 +267,7 @@ func TestStoppingPromoterPutsTheMarkerBack(t *testing.T) {
 	})
 	q, err := Open(ctx, stopOnPop, name, Config{})
 	require.NoError(t, err)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", k.sched, schedMarker)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", k.Sched(), "1")))
 	cn, err := q.NewConsumer(ConsumerConfig{})
 	require.NoError(t, err)
 	cons.Store(cn)
@@ -274,6 +275,6 @@ func TestStoppingPromoterPutsTheMarkerBack(t *testing.T) {
 	<-popped
 	require.NoError(t, cn.Close(ctx))
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", k.sched)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", k.Sched())))
 	assert.Equal(t, 1, n, "the marker is back for the other promoters")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -69,9 +70,9 @@ func TestOpenBadInput(t *testing.T) {
 			}
 			_, err := Open(ctx, c, name, tc.cfg)
 			require.ErrorIs(t, err, tc.wantErr)
-			if name != "" && validateName(name) == nil {
+			if name != "" && store.ValidateName(name) == nil {
 				var n int
-				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", newKeySet(name, 1).meta)))
+				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", store.KeysOf(name, 1).Meta())))
 				assert.Zero(t, n, "a rejected Open wrote the meta key")
 			}
 		})
@@ -161,7 +162,7 @@ func TestOpenRefusesUnsafeEviction(t *testing.T) {
 				require.ErrorIs(t, err, tc.want)
 				assert.ErrorContains(t, err, tc.policy)
 				var n int
-				require.NoError(t, c.Do(context.Background(), radix.Cmd(&n, "EXISTS", newKeySet(name, 3).meta)))
+				require.NoError(t, c.Do(context.Background(), radix.Cmd(&n, "EXISTS", store.KeysOf(name, 3).Meta())))
 				assert.Zero(t, n, "a refused Open writes nothing")
 			} else {
 				require.NoError(t, err)
@@ -189,10 +190,10 @@ func TestMetaKeyComesBack(t *testing.T) {
 			ctx := ctxT(t, 10*time.Second)
 			q := openQueue(t, c, Config{Layout: Levels(3), Mode: m.mode})
 			newConsumer(t, q, ConsumerConfig{SweepInterval: 50 * time.Millisecond, PromoteWait: 100 * time.Millisecond})
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.meta)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Meta())))
 			require.Eventually(t, func() bool {
 				var n int
-				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).k.meta)))
+				require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).Keys().Meta())))
 				return n == 1
 			}, 5*time.Second, 20*time.Millisecond, "the meta key did not come back")
 			_, err := Open(ctx, c, q.name, Config{Layout: Levels(5), Mode: m.mode})
@@ -216,7 +217,7 @@ func TestPurgeKeepsIDsOfLiveMessages(t *testing.T) {
 			require.NoError(t, err)
 			m, err := cons.Receive(ctx)
 			require.NoError(t, err)
-			require.NoError(t, failTok(sh(q), ctx, m.token, 0, "no", "dead"))
+			require.NoError(t, failTok(sh(q), ctx, m.token(), 0, "no", "dead"))
 			_, err = q.Enqueue(ctx, []byte("ready"), ID("ready-1"))
 			require.NoError(t, err)
 			_, err = q.Enqueue(ctx, []byte("later"), ID("later-1"), Delay(time.Hour))
@@ -267,17 +268,6 @@ func TestOpenBadInputWithoutRedis(t *testing.T) {
 	}
 }
 
-// serverMs reads Redis TIME (seconds, microseconds) as unix milliseconds.
-func TestServerMs(t *testing.T) {
-	assert.Equal(t, int64(1700000000123), serverMs([]string{"1700000000", "123456"}))
-	assert.Equal(t, int64(1000), serverMs([]string{"1", "999"}), "microseconds round down")
-	assert.Equal(t, int64(1999), serverMs([]string{"1", "999999"}))
-	assert.Equal(t, int64(0), serverMs(nil))
-	assert.Equal(t, int64(0), serverMs([]string{"1700000000"}))
-	assert.Equal(t, int64(0), serverMs([]string{"x", "1"}))
-	assert.Equal(t, int64(0), serverMs([]string{"1", ""}))
-}
-
 // OpenExisting takes the layout and mode from the meta key.
 func TestOpenExisting(t *testing.T) {
 	c := newClient(t)
@@ -320,7 +310,7 @@ func TestStatsCountsEnqueuesAndAcks(t *testing.T) {
 			_, err = q.Enqueue(ctx, []byte("again"), ID("other"))
 			require.ErrorIs(t, err, ErrDuplicate)
 
-			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 10, time.Minute)
+			msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 10, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, msgs, 7)
 			for _, err := range AckBatch(ctx, msgs[:3]...) { // one pipeline or script
@@ -353,23 +343,23 @@ func TestWrongTypedCountsKeyFailsNoWrite(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Levels(2)})
-	corrupt(t, q, sh(q).k.counts)
+	corrupt(t, q, sh(q).Keys().Counts())
 	_, err := q.Enqueue(ctx, []byte("plain"))
 	require.NoError(t, err)
 	_, err = q.Enqueue(ctx, []byte("scripted"), ID("x"))
 	require.NoError(t, err)
 	var n int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).k.lanes[0])))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&n, "LLEN", sh(q).Keys().Lanes()[0])))
 	require.Equal(t, 2, n)
-	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, time.Minute)
+	msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 2, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
-	require.False(t, msgs[0].callerID)
+	require.False(t, msgs[0].d.CallerID)
 	require.NoError(t, msgs[0].Ack(ctx)) // the pipelined ack
-	require.True(t, msgs[1].callerID)
+	require.True(t, msgs[1].d.CallerID)
 	require.NoError(t, msgs[1].Ack(ctx)) // ack.lua
 	var inflight int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&inflight, "ZCARD", sh(q).k.leases)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&inflight, "ZCARD", sh(q).Keys().Leases())))
 	assert.Zero(t, inflight)
 	_, err = q.Stats(ctx)
 	assert.Error(t, err)
@@ -429,7 +419,7 @@ func TestRangeStatsCostIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	now := commandCalls(t, c)
 	assert.Equal(t, int64(n), st.Ready)
-	assert.LessOrEqual(t, now["llen"]-was["llen"], statsNames+1, "and the dead letters' LLEN")
+	assert.LessOrEqual(t, now["llen"]-was["llen"], store.StatsNames+1, "and the dead letters' LLEN")
 }
 
 // A server that runs no Lua (EVAL and EVALSHA renamed away here, as a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -77,9 +78,9 @@ func receivesNothing(t *testing.T, ctx context.Context, cons *Consumer) {
 // indexMembers is the members of every segment index of q, lane 0 first.
 func indexMembers(t *testing.T, ctx context.Context, q *Queue) [][]string {
 	t.Helper()
-	out := make([][]string, len(sh(q).k.lanes))
-	for i, l := range sh(q).k.lanes {
-		require.NoError(t, sh(q).c.Do(ctx, radix.Cmd(&out[i], "ZRANGE", l, "0", "-1")))
+	out := make([][]string, len(sh(q).Keys().Lanes()))
+	for i, l := range sh(q).Keys().Lanes() {
+		require.NoError(t, sh(q).Client().Do(ctx, radix.Cmd(&out[i], "ZRANGE", l, "0", "-1")))
 	}
 	return out
 }
@@ -92,22 +93,22 @@ func TestRangeIndexEntryThatNamesNoPriorityIsSetAsideAlone(t *testing.T) {
 				ctx := ctxT(t, 30*time.Second)
 				var logged lockedBuffer
 				q := openQueue(t, c, Config{Layout: l.layout, Mode: m.mode, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-				require.Equal(t, l.name == "Range12", sh(q).filled())
+				require.Equal(t, l.name == "Range12", sh(q).Filled())
 				var want []string
 				damaged := map[int]bool{}
 				for _, p := range l.prios {
 					id, err := q.Enqueue(ctx, []byte(fmt.Sprint(p)), Priority(p))
 					require.NoError(t, err)
 					want = append(want, id)
-					lane, _ := l.layout.laneOf(p)
+					lane, _ := l.layout.l.LaneOf(p)
 					damaged[lane] = true
 				}
 				if l.empty != -1<<62 {
-					lane, _ := l.layout.laneOf(l.empty)
+					lane, _ := l.layout.l.LaneOf(l.empty)
 					damaged[lane] = true
 				}
 				for lane := range damaged {
-					args := []string{sh(q).k.lanes[lane]}
+					args := []string{sh(q).Keys().Lanes()[lane]}
 					for _, b := range noPriority {
 						args = append(args, b.score, b.member)
 					}
@@ -132,7 +133,7 @@ func TestRangeIndexEntryThatNamesNoPriorityIsSetAsideAlone(t *testing.T) {
 					assert.Contains(t, d.Reason, "names no priority")
 					assert.NotEmpty(t, d.Raw)
 				}
-				assert.Contains(t, logged.String(), sh(q).k.lanes[len(sh(q).k.lanes)-1])
+				assert.Contains(t, logged.String(), sh(q).Keys().Lanes()[len(sh(q).Keys().Lanes())-1])
 			})
 		}
 	}
@@ -157,7 +158,7 @@ func TestRangeIndexEntryStandingForAListLosesNothing(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := ctxT(t, 30*time.Second)
 			q := openQueue(t, c, Config{Layout: Range(-10, 10, 3), Mode: m.mode})
-			seg := sh(q).k.lanes[2] // priorities 4..10
+			seg := sh(q).Keys().Lanes()[2] // priorities 4..10
 			var want []string
 			for _, p := range []int64{9, 7, 7, 5} {
 				id, err := q.Enqueue(ctx, []byte(fmt.Sprint(p)), Priority(p))
@@ -190,8 +191,8 @@ func TestRangeIndexEntryNamingAForeignKeyLeavesItInPlace(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := ctxT(t, 30*time.Second)
 			q := openQueue(t, c, Config{Layout: Range(-10, 10, 3), Mode: m.mode})
-			seg := sh(q).k.lanes[2] // priorities 4..10
-			foreign := sh(q).k.prefix + "prio:007"
+			seg := sh(q).Keys().Lanes()[2] // priorities 4..10
+			foreign := sh(q).Keys().Prefix() + "prio:007"
 			var want []string
 			for _, p := range []int64{9, 7, 5} {
 				id, err := q.Enqueue(ctx, []byte(fmt.Sprint(p)), Priority(p))
@@ -232,18 +233,18 @@ func TestRangeIndexEntryOfTheEarlierFormIsRequeueable(t *testing.T) {
 			ctx := ctxT(t, 20*time.Second)
 			var logged lockedBuffer
 			q := openQueue(t, c, Config{Layout: Range(0, 99, 3), Mode: m.mode, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-			old := (&envelope{ID: "old-1", CallerID: true, Priority: 90, EnqueuedMs: 1_700_000_000_000, Payload: []byte("earlier")}).encode()
+			old := (&store.Envelope{ID: "old-1", CallerID: true, Priority: 90, EnqueuedMs: 1_700_000_000_000, Payload: []byte("earlier")}).Encode()
 			member := "\x00\x00\x00\x00\x00\x00\x00\x01" + string(old)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.lanes[2], "-90", member)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().Lanes()[2], "-90", member)))
 			good, err := q.Enqueue(ctx, []byte("good"), Priority(80)) // same segment
 			require.NoError(t, err)
 
 			cons := newConsumer(t, q, ConsumerConfig{})
 			assert.Equal(t, []string{good}, receiveIDs(t, ctx, q, cons, 1))
 			var members []string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).k.lanes[2], "0", "-1")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).Keys().Lanes()[2], "0", "-1")))
 			assert.Empty(t, members, "the entry left the index")
-			assert.Contains(t, logged.String(), sh(q).k.lanes[2])
+			assert.Contains(t, logged.String(), sh(q).Keys().Lanes()[2])
 
 			d := onlyDeadLetter(t, q)
 			assert.Equal(t, "old-1", d.ID)
@@ -270,8 +271,8 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			s := sh(q)
 			hi, lo := l.prios[0], l.prios[1] // two priorities of the top segment
-			lane, _ := l.layout.laneOf(hi)
-			damage := []string{s.k.lanes[lane]}
+			lane, _ := l.layout.l.LaneOf(hi)
+			damage := []string{s.Keys().Lanes()[lane]}
 			for _, b := range noPriority {
 				damage = append(damage, b.score, b.member)
 			}
@@ -281,7 +282,7 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			}
 			take := func() *Message {
 				t.Helper()
-				r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+				r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 				require.NoError(t, err)
 				require.Len(t, r.msgs, 1)
 				return r.msgs[0]
@@ -291,7 +292,7 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 				require.NoError(t, err)
 			}
 			damageIt()
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", s.k.prefix+"prio:007", "not an envelope")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", s.Keys().Prefix()+"prio:007", "not an envelope")))
 
 			peek, err := q.Peek(ctx, 10)
 			assert.NoError(t, err)
@@ -299,7 +300,7 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			st, err := q.Stats(ctx)
 			assert.NoError(t, err)
 			assert.Equal(t, int64(3), st.Ready, "Stats counts no key that no priority names")
-			top, err := s.top(ctx)
+			top, err := top(ctx, s)
 			assert.NoError(t, err)
 			assert.Equal(t, lo, top, "top.lua: the best priority named, not a score of a member that names none")
 			require.NoError(t, q.Cancel(ctx, "b"))
@@ -310,13 +311,13 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			// A promotion into the damaged segment, then a retry.
 			_, err = q.Enqueue(ctx, []byte("d"), ID("d"), Priority(hi), Delay(time.Hour))
 			require.NoError(t, err)
-			n, _, _, err := s.promoteAt(ctx, strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMilli(), 10))
+			n, _, _, err := s.PromoteAt(ctx, strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMilli(), 10))
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 			m := take()
 			assert.Equal(t, "d", m.ID, "promoted, and served before the others")
 			damageIt()
-			require.NoError(t, failTok(s, ctx, m.token, 0, "again", failRetry)) // back at once
+			require.NoError(t, failTok(s, ctx, m.token(), 0, "again", store.FailRetry)) // back at once
 			m = take()
 			assert.Equal(t, "d", m.ID, "retried")
 			assert.Equal(t, 2, m.Attempts)
@@ -324,13 +325,13 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 
 			// An expired lease, swept back.
 			damageIt()
-			r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: 20 * time.Millisecond, guess: true})
+			r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: 20 * time.Millisecond, guess: true})
 			require.NoError(t, err)
 			require.Len(t, r.msgs, 1)
 			require.Equal(t, "a", r.msgs[0].ID)
 			damageIt()
 			require.Eventually(t, func() bool {
-				back, _, _, err := s.sweep(ctx, 10)
+				back, _, _, err := s.Sweep(ctx, 10)
 				return err == nil && back == 1
 			}, 5*time.Second, 10*time.Millisecond)
 			m = take()
@@ -341,7 +342,7 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			// A dead letter requeued.
 			m = take()
 			require.Equal(t, "c", m.ID)
-			require.NoError(t, failTok(s, ctx, m.token, 0, "to requeue", failDead))
+			require.NoError(t, failTok(s, ctx, m.token(), 0, "to requeue", store.FailDead))
 			damageIt()
 			require.NoError(t, q.RequeueDead(ctx, "c"))
 			m = take()
@@ -362,32 +363,6 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 	}
 }
 
-// index_prio (lib.lua) names a list only for what prio_str writes.
-func TestIndexPrioNamesOnlyCanonicalPriorities(t *testing.T) {
-	c := newClient(t)
-	ctx := ctxT(t, 10*time.Second)
-	src := libFor("return index_prio(ARGV[1])") + "local p = index_prio(ARGV[1]); if p then return string.format('%d', p) end; return false"
-	es := radix.NewEvalScript(constants + src)
-	for _, tc := range []struct {
-		member string
-		ok     bool
-	}{
-		{"0", true}, {"7", true}, {"-7", true}, {"9007199254740992", true}, {"-9007199254740992", true},
-		{"9007199254740993", false}, {"", false}, {"x", false}, {"1e999", false}, {"-", false},
-		{"007", false}, {"-0", false}, {"+7", false}, {"7.0", false}, {" 7", false},
-		{"12345678901234567890", false}, {"0x10", false},
-	} {
-		var got radix.Maybe
-		var s string
-		got.Rcv = &s
-		require.NoError(t, c.Do(ctx, es.Cmd(&got, nil, tc.member)))
-		assert.Equal(t, tc.ok, !got.Null, "%q", tc.member)
-		if tc.ok {
-			assert.Equal(t, tc.member, s)
-		}
-	}
-}
-
 // Open of a Range queue whose meta key was lost looks at its segments to
 // tell format 4 from the earlier form (findSortedRange): one member that
 // names no priority at the head of a segment of format 4 must not make it
@@ -404,16 +379,16 @@ func TestRangeQueueWithoutMetaIsNotMistakenForSortedByOneDamagedMember(t *testin
 		want = append(want, id)
 	}
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[1], "-100", "x"))
-	p.Append(radix.Cmd(nil, "DEL", sh(q).k.meta)) // a restart without persistence
+	p.Append(radix.Cmd(nil, "ZADD", sh(q).Keys().Lanes()[1], "-100", "x"))
+	p.Append(radix.Cmd(nil, "DEL", sh(q).Keys().Meta())) // a restart without persistence
 	require.NoError(t, c.Do(ctx, p))
 
 	again, err := Open(ctx, c, q.Name(), Config{Layout: Range(0, 9, 2)})
 	require.NoError(t, err)
-	assert.False(t, again.cfg.Layout.seqMembers, "still format 4")
+	assert.False(t, again.layout().SeqMembers(), "still format 4")
 	var format string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(q).k.meta, "format")))
-	assert.Equal(t, rangeListsFormat, format)
+	require.NoError(t, c.Do(ctx, radix.Cmd(&format, "HGET", sh(q).Keys().Meta(), "format")))
+	assert.Equal(t, "4", format)
 	cons := newConsumer(t, again, ConsumerConfig{})
 	assert.Equal(t, want, receiveIDs(t, ctx, again, cons, len(want)))
 	d := onlyDeadLetter(t, again)
@@ -430,10 +405,10 @@ func TestRangeIndexDamageWithDeadLettersOfTheWrongType(t *testing.T) {
 	var logged lockedBuffer
 	q := openQueue(t, c, Config{Layout: Range(0, 99, 3), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	s := sh(q)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.k.dead, "not a list")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", s.Keys().Dead(), "not a list")))
 	take := func() []string {
 		t.Helper()
-		r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+		r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 		require.NoError(t, err)
 		var ids []string
 		for _, m := range r.msgs {
@@ -449,21 +424,21 @@ func TestRangeIndexDamageWithDeadLettersOfTheWrongType(t *testing.T) {
 		_, err := q.Enqueue(ctx, []byte(name), ID(name), Priority(p))
 		require.NoError(t, err)
 	}
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[2], "-inf", "x", "-1000", "007")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Lanes()[2], "-inf", "x", "-1000", "007")))
 	assert.Equal(t, []string{"high"}, take(), "wrong names dropped")
 	var members []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.k.lanes[2], "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.Keys().Lanes()[2], "0", "-1")))
 	assert.Empty(t, members)
 
-	old := (&envelope{ID: "old-1", CallerID: true, Priority: 95, EnqueuedMs: 1_700_000_000_000, Payload: []byte("earlier")}).encode()
+	old := (&store.Envelope{ID: "old-1", CallerID: true, Priority: 95, EnqueuedMs: 1_700_000_000_000, Payload: []byte("earlier")}).Encode()
 	member := "\x00\x00\x00\x00\x00\x00\x00\x01" + string(old)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[2], "-95", member)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Lanes()[2], "-95", member)))
 	_, err := q.Enqueue(ctx, []byte("beside"), ID("beside"), Priority(80))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"low"}, take(), "the segment holding what may be a message is passed by")
-	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.k.lanes[2], "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", s.Keys().Lanes()[2], "0", "-1")))
 	assert.Equal(t, []string{member, "80"}, members, "kept")
-	assert.Contains(t, logged.String(), s.k.dead)
+	assert.Contains(t, logged.String(), s.Keys().Dead())
 }
 
 // At maxmemory (noeviction) a take still sets damaged index members aside
@@ -485,8 +460,8 @@ func TestRangeIndexDamageIsSetAsideAtMaxMemory(t *testing.T) {
 				want = append(want, id)
 			}
 			for _, p := range l.prios {
-				lane, _ := l.layout.laneOf(p)
-				args := []string{s.k.lanes[lane]}
+				lane, _ := l.layout.l.LaneOf(p)
+				args := []string{s.Keys().Lanes()[lane]}
 				for _, b := range noPriority {
 					args = append(args, b.score, b.member)
 				}
@@ -499,7 +474,7 @@ func TestRangeIndexDamageIsSetAsideAtMaxMemory(t *testing.T) {
 
 			var got []string
 			for range want {
-				r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+				r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 				require.NoError(t, err)
 				require.Len(t, r.msgs, 1)
 				got = append(got, r.msgs[0].ID)

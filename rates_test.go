@@ -195,7 +195,7 @@ func TestGroupRateLimitSkipsTheGroupNotTheQueue(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []GroupStats{{Group: "slow", Ready: each - limit, Parked: true, RateParked: true, Rate: Rate{N: limit, Per: per}}}, gs)
 			var due []string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&due, "ZRANGE", sh(q).k.gdue, "0", "-1")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&due, "ZRANGE", sh(q).Keys().GDue(), "0", "-1")))
 			assert.Equal(t, []string{"slow"}, due, "its time to come back is set for the promoters")
 
 			was := commandCalls(t, c)
@@ -247,7 +247,7 @@ func TestRateLimitsRefuseBadInputAndWriteNothing(t *testing.T) {
 	var shares []string
 	for _, s := range sharded.shards {
 		var v string
-		require.NoError(t, c.Do(ctx, radix.Cmd(&v, "GET", s.k.rate)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&v, "GET", s.Keys().Rate())))
 		shares = append(shares, v)
 	}
 	assert.Equal(t, []string{"0 4 1000", "0 3 1000", "0 3 1000"}, shares, "10 split, the remainder to the first")
@@ -270,9 +270,9 @@ func TestRateLimitKeysOfTheWrongTypeHoldNothingBack(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(3)})
 	require.NoError(t, q.SetRateLimit(ctx, Rate{N: 1, Per: time.Hour}))
 	require.NoError(t, q.SetGroupLimit(ctx, "", GroupLimit{Rate: Rate{N: 1, Per: 300 * time.Millisecond}}))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).k.rlog, "x"))) // the queue's log
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.prefix+groupLogTag+"a", "x")))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).k.gdue, "x")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", sh(q).Keys().RLog(), "x"))) // the queue's log
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Prefix()+"glog:a", "x")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().GDue(), "x")))
 	for i := range 3 {
 		for _, g := range []string{"a", "b"} {
 			_, err := q.Enqueue(ctx, []byte(fmt.Sprint(i)), Group(g))
@@ -391,7 +391,7 @@ func TestRateParkedGroupsCancelAndPurge(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	var due int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&due, "EXISTS", sh(q).k.gdue)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&due, "EXISTS", sh(q).Keys().GDue())))
 	assert.Equal(t, 0, due, "its time went with it")
 }
 
@@ -412,11 +412,11 @@ func TestRateParkedGroupStaysParkedWhenLeasesEnd(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var parked int
-	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).k.gpark, "g")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).Keys().GPark(), "g")))
 	require.Equal(t, 1, parked)
 	require.NoError(t, held[0].Ack(ctx))
 	require.NoError(t, held[1].Retry(ctx, time.Hour, "later")) // (fail.lua's lease end)
-	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).k.gpark, "g")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&parked, "HEXISTS", sh(q).Keys().GPark(), "g")))
 	assert.Equal(t, 1, parked, "still parked: its time has not come")
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
@@ -498,10 +498,10 @@ func TestRateLimitedSleeperClosedPutsTheWakeUpBack(t *testing.T) {
 	// The other popped the wake-up the first take set for m2, and sleeps.
 	var score string
 	require.Eventually(t, func() bool {
-		return c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).k.wake, wakeMember)) == nil && score == ""
+		return c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).Keys().Wake(), "w")) == nil && score == ""
 	}, 5*time.Second, 10*time.Millisecond)
 	require.NoError(t, cs[1-first].Close(ctx))
-	require.NoError(t, c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).k.wake, wakeMember)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&score, "ZSCORE", sh(q).Keys().Wake(), "w")))
 	assert.NotEqual(t, "", score, "the wake-up is back for m2")
 }
 

@@ -161,7 +161,7 @@ func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
 		_, err := q.Enqueue(ctx, []byte("m"), opts...)
 		require.NoError(t, err)
 	}
-	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 4, time.Minute)
+	msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 4, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 4)
 	require.NoError(t, primary.Do(ctx, radix.Cmd(nil, "CONFIG", "SET", "maxmemory", "1")))
@@ -178,10 +178,10 @@ func TestAcksAtMaxMemoryStillWaitForReplicas(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		assert.NoError(t, err, "ack %d (caller id: %v)", i, msgs[i].callerID)
+		assert.NoError(t, err, "ack %d (caller id: %v)", i, msgs[i].d.CallerID)
 	}
 	var left int
-	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", sh(q).k.leases)))
+	require.NoError(t, replica.Do(ctx, radix.Cmd(&left, "ZCARD", sh(q).Keys().Leases())))
 	assert.Zero(t, left, "the replica has the acks")
 }
 

@@ -112,25 +112,25 @@ func TestFilledRangeTakeOfAMisscoredIndexNameAtMaxMemory(t *testing.T) {
 	layout := Range(-120, 119, 12)
 	q := openQueue(t, c, Config{Layout: layout})
 	s := sh(q)
-	require.True(t, s.filled(), "takes read the filled index")
+	require.True(t, s.Filled(), "takes read the filled index")
 	// A first take checks the index whole (FILLED_WHOLE), as on any
 	// queue in use.
 	_, err := q.Enqueue(ctx, []byte("first"), Priority(-110))
 	require.NoError(t, err)
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+	r, err := takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 	require.NoError(t, err)
 	require.Len(t, r.msgs, 1)
 	id, err := q.Enqueue(ctx, []byte("p110"), Priority(110))
 	require.NoError(t, err)
-	lane, _ := layout.laneOf(110)
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[lane], "-111", "110")))
+	lane, _ := layout.l.LaneOf(110)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Lanes()[lane], "-111", "110")))
 
 	setMaxMemory(t, c, usedMemory(t, c)-256<<10) // over the limit from here on
 	t.Cleanup(func() { setMaxMemory(t, c, 0) })
 	_, err = q.Enqueue(ctx, []byte("refused"), Priority(0))
 	require.ErrorContains(t, err, "OOM", "Redis is full")
 
-	r, err = s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: 1, lease: time.Minute, guess: true})
+	r, err = takeFrom(s, ctx, takeArgs{lanes: s.Keys().HighFirst(), n: 1, lease: time.Minute, guess: true})
 	require.NoError(t, err, "a take at maxmemory")
 	require.Len(t, r.msgs, 1)
 	require.Equal(t, id, r.msgs[0].ID)
@@ -147,12 +147,12 @@ func TestPurgeLeavesTheKeyADamagedIndexMemberNames(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, c, Config{Layout: Range(-10, 10, 3)})
 	s := sh(q)
-	foreign := s.k.prefix + "prio:007"
+	foreign := s.Keys().Prefix() + "prio:007"
 	_, err := q.Enqueue(ctx, []byte("m"), Priority(5))
 	require.NoError(t, err)
 	p := radix.NewPipeline()
 	p.Append(radix.Cmd(nil, "RPUSH", foreign, "not prioq's", "nor this"))
-	p.Append(radix.Cmd(nil, "ZADD", s.k.lanes[2], "-10", "007"))
+	p.Append(radix.Cmd(nil, "ZADD", s.Keys().Lanes()[2], "-10", "007"))
 	require.NoError(t, c.Do(ctx, p))
 	purged, err := q.Purge(ctx)
 	require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prioq/prioq/internal/store"
 )
 
 // Handler handles one message. For AtLeastOnce queues, returning nil acks the
@@ -108,7 +110,7 @@ func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Me
 
 func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 	ctx := base
-	if !m.deadline.IsZero() {
+	if deadline := m.LeaseDeadline(); !deadline.IsZero() {
 		// A timer rather than context.WithDeadline, so that Extend can move
 		// it. Once it fired, the context is over: Extend then fails rather
 		// than tell the handler the lease goes on (mu orders the two).
@@ -117,7 +119,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 		defer cancel(nil)
 		var mu sync.Mutex
 		ended := false
-		timer := time.AfterFunc(time.Until(m.deadline), func() {
+		timer := time.AfterFunc(time.Until(deadline), func() {
 			mu.Lock()
 			defer mu.Unlock()
 			ended = true
@@ -145,7 +147,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.report(fmt.Errorf("prioq: AfterFinish callback for %q in %q panicked: %v", m.ID, m.s.name, r))
+			c.report(fmt.Errorf("prioq: AfterFinish callback for %q in %q panicked: %v", m.ID, m.Queue(), r))
 		}
 	}()
 	f(o, err)
@@ -157,7 +159,7 @@ func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, er
 func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Outcome, error) {
 	if c.mode != AtLeastOnce {
 		if herr != nil {
-			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, m.s.name, herr))
+			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, m.Queue(), herr))
 			return OutcomeFailed, herr
 		}
 		return OutcomeAcked, nil
@@ -194,16 +196,16 @@ func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr erro
 		if skip || m.LastAttempt() {
 			level, msg = slog.LevelWarn, "prioq: message dead-lettered"
 		}
-		c.qcfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", m.s.name),
+		c.qcfg.Logger.LogAttrs(ctx, level, msg, slog.String("queue", m.Queue()),
 			slog.String("id", m.ID), slog.Int("attempt", m.Attempts), slog.Any("error", herr))
 		if skip {
-			err = m.fail(fctx, 0, herr.Error(), failDead)
+			err = m.fail(fctx, 0, herr.Error(), store.FailDead)
 		} else {
 			err = m.Retry(fctx, 0, herr.Error()) // at the last attempt fail.lua dead-letters it
 		}
 	}
 	if err != nil {
-		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, m.s.name, err))
+		c.report(fmt.Errorf("prioq: finishing %q in %q: %w", m.ID, m.Queue(), err))
 	}
 	return err
 }

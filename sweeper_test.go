@@ -43,13 +43,13 @@ func TestRedeliveryKeepsAgeOrder(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			ids := []string{"a", "b", "c"}
 			enqueueIDs(ctx, t, q, ids...)
-			older, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, 50*time.Millisecond)
+			older, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, 50*time.Millisecond)
 			require.NoError(t, err)
-			_, _, err = sh(q).take(ctx, sh(q).k.highFirst, 1, 50*time.Millisecond)
+			_, _, err = shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, 50*time.Millisecond)
 			require.NoError(t, err)
 			require.NoError(t, older[0].Extend(ctx, 100*time.Millisecond))
 			time.Sleep(150 * time.Millisecond)
-			_, _, _, err = sh(q).sweep(ctx, 100)
+			_, _, _, err = sh(q).Sweep(ctx, 100)
 			require.NoError(t, err)
 			assert.Equal(t, ids, liveIDs(t, q))
 		})
@@ -60,11 +60,11 @@ func TestRedeliveryKeepsAgeOrder(t *testing.T) {
 				ids := []string{"a", "b", "c"}
 				enqueueIDs(ctx, t, q, ids...)
 				for range 2 {
-					_, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, 2*time.Millisecond)
+					_, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, 2*time.Millisecond)
 					require.NoError(t, err)
 				}
 				time.Sleep(5 * time.Millisecond)
-				_, _, _, err := sh(q).sweep(ctx, 100)
+				_, _, _, err := sh(q).Sweep(ctx, 100)
 				require.NoError(t, err)
 				require.Equal(t, ids, liveIDs(t, q), "run %d", run)
 				_, err = q.Purge(ctx)
@@ -140,16 +140,16 @@ func TestExpiredLeasesComeBackInOrder(t *testing.T) {
 				require.NoError(t, err)
 				want = append(want, id)
 			}
-			first, _, err := sh(q).take(ctx, sh(q).k.highFirst, 12, time.Millisecond)
+			first, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 12, time.Millisecond)
 			require.NoError(t, err)
-			second, _, err := sh(q).take(ctx, sh(q).k.highFirst, 12, 20*time.Millisecond)
+			second, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 12, 20*time.Millisecond)
 			require.NoError(t, err)
 			require.Len(t, append(first, second...), 24)
 			newer, err := q.Enqueue(ctx, []byte("newer"), Priority(1))
 			require.NoError(t, err)
 			time.Sleep(50 * time.Millisecond)
 			for {
-				_, _, more, err := sh(q).sweep(ctx, 5) // five at a time: several calls
+				_, _, more, err := sh(q).Sweep(ctx, 5) // five at a time: several calls
 				require.NoError(t, err)
 				if !more {
 					break

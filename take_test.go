@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -23,18 +24,18 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 			q := openQueue(t, c, Config{Layout: l.layout})
 			// Garbage placed in the top lane by hand (named there as a
 			// write would), then a good message.
-			top := sh(q).k.lanes[len(sh(q).k.lanes)-1]
-			if sh(q).filled() {
-				n := strconv.Itoa(len(sh(q).k.lanes) - 1)
-				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.filled, "-"+n, n)))
+			top := sh(q).Keys().Lanes()[len(sh(q).Keys().Lanes())-1]
+			if sh(q).Filled() {
+				n := strconv.Itoa(len(sh(q).Keys().Lanes()) - 1)
+				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().Filled(), "-"+n, n)))
 			}
 			switch {
-			case sh(q).lists():
+			case sh(q).Lists():
 				p := radix.NewPipeline()
-				p.Append(radix.Cmd(nil, "RPUSH", sh(q).k.prioList(1000), "garbage!"))
+				p.Append(radix.Cmd(nil, "RPUSH", sh(q).Keys().PrioList(1000), "garbage!"))
 				p.Append(radix.Cmd(nil, "ZADD", top, "-1000", "1000"))
 				require.NoError(t, c.Do(ctx, p))
-			case sh(q).isRange():
+			case sh(q).IsRange():
 				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", top, "-1000", "garbage!")))
 			default:
 				require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", top, "garbage!")))
@@ -67,7 +68,7 @@ func TestCorruptEntryGoesToDeadLetters(t *testing.T) {
 }
 
 func TestLeaseSuffix(t *testing.T) {
-	a, b := leaseSuffix(), leaseSuffix()
+	a, b := store.RandomID(), store.RandomID()
 	require.Len(t, a, 20)
 	assert.Equal(t, "", strings.Trim(a, "0123456789abcdef"), a)
 	assert.NotEqual(t, a, b)
@@ -88,18 +89,18 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("only"), Priority(2), ID("only-1"))
 			require.NoError(t, err)
 			var before []string
-			for _, lane := range sh(q).k.lanes {
+			for _, lane := range sh(q).Keys().Lanes() {
 				var got []string
 				switch {
-				case sh(q).lists():
+				case sh(q).Lists():
 					var names []string
 					require.NoError(t, c.Do(ctx, radix.Cmd(&names, "ZRANGE", lane, "0", "-1")))
 					for _, p := range names {
 						var in []string
-						require.NoError(t, c.Do(ctx, radix.Cmd(&in, "LRANGE", sh(q).k.prefix+prioListTag+p, "0", "-1")))
+						require.NoError(t, c.Do(ctx, radix.Cmd(&in, "LRANGE", sh(q).Keys().Prefix()+"prio:"+p, "0", "-1")))
 						got = append(got, in...)
 					}
-				case sh(q).isRange():
+				case sh(q).IsRange():
 					require.NoError(t, c.Do(ctx, radix.Cmd(&got, "ZRANGE", lane, "0", "-1")))
 				default:
 					require.NoError(t, c.Do(ctx, radix.Cmd(&got, "LRANGE", lane, "0", "-1")))
@@ -107,9 +108,9 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 				before = append(before, got...)
 			}
 			require.Len(t, before, 1)
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Wake())))
 			was := commandCalls(t, c)
-			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+			msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 			require.NoError(t, err)
 			now := commandCalls(t, c)
 			require.Len(t, msgs, 1)
@@ -121,30 +122,30 @@ func TestTakeLeavesMessagesAsTheyWere(t *testing.T) {
 				}
 			}
 			t.Logf("calls inside the take: %d (%v)", inner, now)
-			if sh(q).lists() {
+			if sh(q).Lists() {
 				assert.LessOrEqual(t, inner, 8, "GET of the rate limit, ZMPOP, LPOP, EXISTS of its list, TIME, ZADD, HSET, EXISTS of the segments, and no wake-up: nothing else is ready")
 			} else {
 				assert.LessOrEqual(t, inner, 6, "GET of the rate limit, LMPOP, TIME, ZADD, HSET, EXISTS, and no wake-up: nothing else is ready")
 			}
 
 			var rec string
-			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).k.inflight, msgs[0].token)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&rec, "HGET", sh(q).Keys().Inflight(), msgs[0].token())))
 			assert.True(t, strings.HasSuffix(rec, "|"+before[0]), "the in-flight record holds the member unchanged")
 			var wake int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).Keys().Wake())))
 			assert.Zero(t, wake, "no work remains: no wake-up")
 
 			// The attempt counts when the delivery ends: a retry stores 1.
 			require.NoError(t, msgs[0].Retry(ctx, time.Nanosecond, "again"))
 			require.Eventually(t, func() bool {
-				moved, _, _, err := sh(q).promote(ctx)
+				moved, _, _, err := sh(q).Promote(ctx)
 				return err == nil && moved == 1
 			}, 5*time.Second, 10*time.Millisecond)
 			peek, err := q.Peek(ctx, 10)
 			require.NoError(t, err)
 			require.Len(t, peek, 1)
 			assert.Equal(t, 1, peek[0].Attempts)
-			msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 1, time.Minute)
+			msgs, _, err = shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 1, time.Minute)
 			require.NoError(t, err)
 			require.Len(t, msgs, 1)
 			assert.Equal(t, 2, msgs[0].Attempts)
@@ -165,16 +166,16 @@ func TestTakeWakesOthersOnlyForRemainingWork(t *testing.T) {
 	}
 	wake := func() int {
 		var n int
-		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).k.wake)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(&n, "EXISTS", sh(q).Keys().Wake())))
 		return n
 	}
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
-	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 2, time.Minute)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Wake())))
+	msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 2, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2, "lane 2 holds two")
 	assert.Equal(t, 1, wake(), "lane 0 still has one")
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake)))
-	msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Wake())))
+	msgs, _, err = shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Zero(t, wake(), "nothing left")
@@ -189,15 +190,15 @@ func TestTakeStopsAtAWrongTypedLaterLane(t *testing.T) {
 	q := openQueue(t, c, Config{Layout: Levels(3)})
 	_, err := q.Enqueue(ctx, []byte("top"), Priority(2))
 	require.NoError(t, err)
-	corrupt(t, q, sh(q).k.lanes[1])
-	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
+	corrupt(t, q, sh(q).Keys().Lanes()[1])
+	msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "top", string(msgs[0].Payload))
 	require.NoError(t, msgs[0].Ack(ctx))
 	_, err = q.Enqueue(ctx, []byte("low"), Priority(0))
 	require.NoError(t, err)
-	msgs, _, err = sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
+	msgs, _, err = shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 5, time.Minute)
 	require.NoError(t, err, "the first key holding something is the wrong-typed one: passed by")
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "low", string(msgs[0].Payload))
@@ -220,8 +221,8 @@ func TestTakeFillsFromLaneAfterLane(t *testing.T) {
 				_, err := q.Enqueue(ctx, []byte(strconv.Itoa(i)), Priority(p))
 				require.NoError(t, err)
 			}
-			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).k.wake))) // set by the enqueues
-			msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 10, time.Minute)
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "DEL", sh(q).Keys().Wake()))) // set by the enqueues
+			msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 10, time.Minute)
 			require.NoError(t, err)
 			var got []string
 			for _, m := range msgs {
@@ -229,7 +230,7 @@ func TestTakeFillsFromLaneAfterLane(t *testing.T) {
 			}
 			assert.Equal(t, []string{"1", "3", "2", "0", "4"}, got, "highest first, FIFO within a priority")
 			var wake int
-			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).k.wake)))
+			require.NoError(t, c.Do(ctx, radix.Cmd(&wake, "EXISTS", sh(q).Keys().Wake())))
 			assert.Zero(t, wake, "nothing left: no wake-up")
 			for i, m := range msgs {
 				require.NoError(t, m.Ack(ctx), "ack %d", i)
@@ -255,10 +256,10 @@ func TestTopIsExactNearTwoToThe53(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("x"), Priority(p))
 			require.NoError(t, err)
 		}
-		top, err := sh(q).top(ctx)
+		top, err := top(ctx, sh(q))
 		require.NoError(t, err)
 		assert.Equal(t, int64(MaxRangePriority-1), top, "top.lua")
-		r, err := sh(q).takeFrom(ctx, takeArgs{lanes: sh(q).k.highFirst, n: 1, lease: time.Minute, top: true})
+		r, err := takeFrom(sh(q), ctx, takeArgs{lanes: sh(q).Keys().HighFirst(), n: 1, lease: time.Minute, top: true})
 		require.NoError(t, err)
 		require.Len(t, r.msgs, 1)
 		assert.Equal(t, int64(MaxRangePriority-1), r.msgs[0].Priority)
@@ -279,8 +280,8 @@ func TestAtMostOnceRangeTakeLogsWhatItDrops(t *testing.T) {
 	var logged lockedBuffer
 	q := openQueue(t, c, Config{Mode: AtMostOnce, Layout: Range(0, 1000, 4), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	p := radix.NewPipeline()
-	p.Append(radix.Cmd(nil, "RPUSH", sh(q).k.prioList(1000), "garbage!"))
-	p.Append(radix.Cmd(nil, "ZADD", sh(q).k.lanes[3], "-1000", "1000"))
+	p.Append(radix.Cmd(nil, "RPUSH", sh(q).Keys().PrioList(1000), "garbage!"))
+	p.Append(radix.Cmd(nil, "ZADD", sh(q).Keys().Lanes()[3], "-1000", "1000"))
 	require.NoError(t, c.Do(ctx, p))
 	good, err := q.Enqueue(ctx, []byte("good"), Priority(0))
 	require.NoError(t, err)
@@ -304,15 +305,15 @@ func TestRangeTakeSetsAsideAMemberThatNamesNoPriority(t *testing.T) {
 	var logged lockedBuffer
 	q := openQueue(t, c, Config{Layout: Range(0, 99, 3), Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	member := "\x00\x00\x00\x00\x00\x00\x00\x01" + "an envelope of the earlier form"
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).k.lanes[2], "-90", member)))
+	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().Lanes()[2], "-90", member)))
 	good, err := q.Enqueue(ctx, []byte("good"), Priority(70))
 	require.NoError(t, err)
-	msgs, _, err := sh(q).take(ctx, sh(q).k.highFirst, 5, time.Minute)
+	msgs, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 5, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, good, msgs[0].ID)
 	var members []string
-	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).k.lanes[2], "0", "-1")))
+	require.NoError(t, c.Do(ctx, radix.Cmd(&members, "ZRANGE", sh(q).Keys().Lanes()[2], "0", "-1")))
 	assert.Empty(t, members, "set aside")
 	d := onlyDeadLetter(t, q)
 	assert.Equal(t, "2|-90|"+member, string(d.Raw), "kept whole, with where it was")
@@ -349,7 +350,7 @@ func TestAtMostOnceCorruptEntryIsReportedToOnError(t *testing.T) {
 				q := openQueue(t, cl, Config{Mode: AtMostOnce, Layout: l.layout, Shards: l.shards})
 				s := q.shards[q.hashShard("k")]
 				prio := int64(50)
-				if l.layout.kind == kindLevels {
+				if !l.layout.l.IsRange() {
 					prio = 1
 				}
 				var want []string
@@ -361,15 +362,15 @@ func TestAtMostOnceCorruptEntryIsReportedToOnError(t *testing.T) {
 				enqueue("v1")
 				// Garbage among the valid messages of one priority, as a
 				// damaged write would leave it.
-				lane, err := s.cfg.Layout.laneOf(prio)
+				lane, err := s.Config().Layout.LaneOf(prio)
 				require.NoError(t, err)
 				switch {
-				case s.lists():
-					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "RPUSH", s.k.prioList(prio), "garbage!")))
-				case s.isRange():
-					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", s.k.lanes[lane], fmtInt(-prio), "garbage!")))
+				case s.Lists():
+					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "RPUSH", s.Keys().PrioList(prio), "garbage!")))
+				case s.IsRange():
+					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Lanes()[lane], fmtInt(-prio), "garbage!")))
 				default:
-					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "RPUSH", s.k.lanes[lane], "garbage!")))
+					require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "RPUSH", s.Keys().Lanes()[lane], "garbage!")))
 				}
 				enqueue("v2")
 				enqueue("v3")

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The values that cross the boundary between Go and the Lua scripts, named
+// once here. luaConstants writes them (and the envelope's offsets) into the
+// prelude of every script, so that the scripts use these names and cannot
+// drift from the Go side; protocol_test.go checks a script reads an
+// envelope the way DecodeEnvelope does.
+const (
+	// unknownLane is the lane field of a dead letter whose record no longer
+	// said where it was (its routing did not parse): never requeued.
+	unknownLane = "-"
+
+	// seqLen is the size of the sequence number in front of a Range lane's
+	// member and of a delayed member (8 bytes, big-endian).
+	seqLen = 8
+
+	// luaChunk is the most values one command gets from a script (Lua's
+	// unpack stops near 8,000); even, so score/member pairs stay together.
+	luaChunk = 1000
+
+	// argKindLevels, argKindRange and argKindLists tell a script how lanes
+	// hold messages: LISTs of envelopes (Levels), ZSETs of seq‖envelope
+	// (Range queues of formats 2 and 3), or ZSET indexes of the priorities
+	// waiting, each priority a LIST of envelopes (Range, format 4; keys.go).
+	// argKindFilled and argKindListsFilled are Levels and Range of format 4
+	// whose lanes are also named, while they hold messages, in the filled
+	// index (format 5: a queue of one shard and more than filledLanes lanes;
+	// Levels in AtLeastOnce mode only): scripts take them as KIND_LEVELS and
+	// KIND_LISTS, and every push names its lane there (lua/lib.lua kind_of).
+	argKindLevels      = "1"
+	argKindRange       = "2"
+	argKindLists       = "3"
+	argKindFilled      = "4"
+	argKindListsFilled = "5"
+
+	// filledLanes is how many lanes a Levels queue has at most without the
+	// filled index: up to it, a take's one multi-key pop over every lane
+	// costs less than reading the index, and an enqueue pays no naming.
+	filledLanes = 8
+
+	// filledName is the filled index's key name after the prefix (keys.go);
+	// scripts build it from a lane key, as they build a priority's list.
+	filledName = "filled"
+
+	// deadName is the dead-letter list's key name after the prefix
+	// (keys.go): a take builds it to set aside an index member that names
+	// no priority (lua/take.lua set_aside), group_unpark (lib.lua) to set
+	// aside a corrupt parked entry, both from a lane key.
+	deadName = "dead"
+
+	// filledWhole is the filled index's member that says it names every
+	// lane holding messages (score -inf): only a take that checked every
+	// lane writes it (lua/take.lua pop_filled).
+	filledWhole = "*"
+
+	// Groups (groups.go, keys.go): the names of a queue's group keys after
+	// its prefix, and what a group's list key has after the list (a level's
+	// lane, a Range priority's list) its marker is in. Scripts build them
+	// from a lane key.
+	groupReadyName  = "gready"
+	groupLeasesTag  = "gleases:" // then the group: a SET of its lease tokens
+	groupParkName   = "gpark"
+	groupLimitsName = "glimits"
+	groupListTag    = ":g:"
+	groupFlightName = "gflight"
+
+	// Rate limits (rates.go, keys.go): a group's log of takes (a ZSET per
+	// group, after this tag), the groups parked at their rate limit until
+	// their next message is due, the queue's limit and its log.
+	groupLogTag   = "glog:"
+	groupDueName  = "gdue"
+	queueRateName = "rate"
+	queueLogName  = "rlog"
+
+	// groupMark is the first byte of a group's marker in a list (the marker
+	// is it and the group): an envelope starts with its version, never 0.
+	groupMark = 0
+
+	// prioListTag is what a priority's list key has in place of "lane:N"
+	// (keys.go, Range of format 4); scripts build it from the lane key.
+	prioListTag = "prio:"
+
+	// argYes and argNo are a script's boolean arguments.
+	argYes = "1"
+	argNo  = "0"
+
+	// argSharded is a script's arm flag for a shard of a queue of several:
+	// arm the wake-up set (as argYes), and signal an earlier due time in the
+	// sched key, a sorted set there (see keys.go).
+	argSharded = "2"
+
+	// wakeMember is the one member of the wake-up set: adding it wakes a
+	// waiting AtLeastOnce consumer.
+	wakeMember = "w"
+
+	// announceReady and announceDue are the messages published on a
+	// shard's channel (the wake-up key's name, SPUBLISH) when work is made
+	// ready there and when an earlier due time is scheduled: what a
+	// MultiConsumer (multi.go) listens to.
+	announceReady   = "r"
+	announceDue     = "d"
+	announceResumed = "u" // Resume (queue.go): work that waited is ready again
+
+	// schedMarker is the one element of the sched list: pushing it wakes
+	// the promoters, because a message now comes due earlier.
+	schedMarker = "1"
+
+	// pauseMember marks a paused lane 0 (pause.lua).
+	pauseMember = "p"
+
+	// What fail.lua does with a message: retry it, move it to the dead
+	// letters because it has no attempts left or the handler said so, or bury
+	// it there because it cannot be decoded.
+	failRetry = "retry"
+	failDead  = "dead"
+	failBury  = "bury"
+
+	// replyPaused is take.lua's reply when the queue is paused.
+	replyPaused = "paused"
+
+	// replyLimited, then the milliseconds until the next message may be
+	// taken, is take.lua's reply when the queue is at its rate limit.
+	replyLimited = "limited"
+
+	// replyBroken, then the keys, ends a take's reply when the take passed
+	// by lane keys of the wrong type, or set aside entries of a segment's
+	// index that name no priority.
+	replyBroken = "broken"
+
+	// replyTop, then the best priority left ('' for none), ends a take's
+	// reply when asked for it.
+	replyTop = "top"
+
+	// dueMember is the one member of the sched set of a shard of a queue of
+	// several: an earlier due time was scheduled. A consumer's one blocking
+	// wait per shard watches the wake-up set and, when the consumer
+	// promotes, this set too, and wakes its promoter for it.
+	dueMember = "d"
+
+	// What dead.lua does: requeue dead letters, or purge them.
+	deadRequeue = "requeue"
+	deadPurge   = "purge"
+
+	// takeManyLanes is how many lanes after the popped one make take.lua ask
+	// the popped lane alone first whether work remains (one key), before the
+	// rest (see remains in take.lua): below it, one EXISTS over all is cheaper.
+	takeManyLanes = 8
+
+	// The fields of the counts hash: messages stored by enqueues, and acks.
+	countEnqueued = "enqueued"
+	countAcked    = "acked"
+)
+
+// fmtSeconds is d in seconds, as Redis takes a blocking command's timeout.
+func fmtSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+
+// luaConstants is the prelude's first part: every constant above, and the
+// envelope's offsets as 1-based Lua string positions.
+func luaConstants() string {
+	var b strings.Builder
+	b.WriteString("-- Generated by protocol.go: the values shared with Go.\n")
+	num := func(name string, v int) { fmt.Fprintf(&b, "local %s = %d\n", name, v) }
+	str := func(name, v string) { fmt.Fprintf(&b, "local %s = '%s'\n", name, v) }
+	num("ENV_FLAGS", envOffFlags+1)
+	num("ENV_ATTEMPTS", envOffAttempt+1)
+	num("ENV_IDLEN", envOffIDLen+1)
+	num("ENV_ID", envHeaderLen+1)
+	num("FLAG_CALLER_ID", flagCallerID)
+	num("SEQ_LEN", seqLen)
+	num("ENV_V1", envVersion)
+	num("ENV_V2", envVersionHdr)
+	str("UNKNOWN_LANE", unknownLane)
+	num("CHUNK", luaChunk)
+	num("MANY_LANES", takeManyLanes)
+	num("KIND_LEVELS", mustAtoi(argKindLevels))
+	num("KIND_RANGE", mustAtoi(argKindRange))
+	num("KIND_LISTS", mustAtoi(argKindLists))
+	num("KIND_FILLED", mustAtoi(argKindFilled))
+	num("KIND_LISTS_FILLED", mustAtoi(argKindListsFilled))
+	str("FILLED_KEY", filledName)
+	str("DEAD_KEY", deadName)
+	str("FILLED_WHOLE", filledWhole)
+	str("G_READY", groupReadyName)
+	str("G_LEASES", groupLeasesTag)
+	str("G_PARK", groupParkName)
+	str("G_LIMITS", groupLimitsName)
+	str("G_LIST", groupListTag)
+	str("G_LOG", groupLogTag)
+	str("G_DUE", groupDueName)
+	str("G_FLIGHT", groupFlightName)
+	str("Q_RATE", queueRateName)
+	str("Q_LOG", queueLogName)
+	fmt.Fprintf(&b, "local G_MARK = string.char(%d)\n", groupMark)
+	num("ENV_V3", envVersionGrp)
+	str("PRIO_LIST", prioListTag)
+	str("YES", argYes)
+	str("NO", argNo)
+	str("SHARDED", argSharded)
+	str("WAKE", wakeMember)
+	str("ANNOUNCE_READY", announceReady)
+	str("ANNOUNCE_DUE", announceDue)
+	str("SCHED", schedMarker)
+	str("PAUSE", pauseMember)
+	str("FAIL_RETRY", failRetry)
+	str("FAIL_DEAD", failDead)
+	str("FAIL_BURY", failBury)
+	str("REPLY_PAUSED", replyPaused)
+	str("REPLY_LIMITED", replyLimited)
+	str("REPLY_BROKEN", replyBroken)
+	str("REPLY_TOP", replyTop)
+	str("DUE", dueMember)
+	str("DEAD_REQUEUE", deadRequeue)
+	str("DEAD_PURGE", deadPurge)
+	str("COUNT_ENQUEUED", countEnqueued)
+	str("COUNT_ACKED", countAcked)
+	return b.String()
+}
+
+func mustAtoi(s string) int {
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		panic("prioq: protocol constant " + s + " is not a number")
+	}
+	return n
+}
+
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Sub(time.UnixMilli(ms)) > 0 {
+		ms++
+	}
+	return ms
+}
+
+func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+// leaseMs is d in whole milliseconds, rounded up (a lease or a delay is never
+// shorter than asked), and at least 0.
+func leaseMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

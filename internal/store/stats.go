@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+)
+
+// Stats are a shard's figures (see the root's Stats for each field).
+type Stats struct {
+	Lanes       []int64
+	Ready       int64
+	Groups      int64
+	Delayed     int64
+	InFlight    int64
+	Dead        int64
+	OldestReady time.Duration
+	Paused      bool
+	Enqueued    int64
+	Acked       int64
+}
+
+// Stats is a snapshot of one shard: the root's Stats, without its
+// per-shard part. Read in one pipelined round trip (two for a Range queue of
+// format 4: its depth is counted by a script), not atomically.
+func (s *Shard) Stats(ctx context.Context) (Stats, error) { return s.stats(ctx) }
+
+func (s *Shard) stats(ctx context.Context) (Stats, error) {
+	n := len(s.k.lanes)
+	var st Stats
+	var heads [][][]byte // first entry of each lane
+	var paused int64
+	var now []string    // the server's TIME: seconds, microseconds
+	var counts []string // missing fields read as ""
+	var groups map[string]string
+	err := s.doPipeline(ctx, func() *radix.Pipeline {
+		st, heads, paused, now, counts, groups = Stats{Lanes: make([]int64, n)}, make([][][]byte, n), 0, nil, nil, nil
+		p := radix.NewPipeline()
+		for i, key := range s.k.lanes {
+			if s.lists() {
+				break // depth.lua, below
+			}
+			if s.isRange() {
+				p.Append(radix.Cmd(&st.Lanes[i], "ZCARD", key))
+				p.Append(radix.Cmd(&heads[i], "ZRANGE", key, "0", "0"))
+			} else {
+				p.Append(radix.Cmd(&st.Lanes[i], "LLEN", key))
+				p.Append(radix.Cmd(&heads[i], "LRANGE", key, "0", "0"))
+			}
+		}
+		p.Append(radix.Cmd(&st.Delayed, "ZCARD", s.k.delayed))
+		p.Append(radix.Cmd(&st.InFlight, "ZCARD", s.k.leases))
+		p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
+		p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
+		p.Append(radix.Cmd(&now, "TIME"))
+		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
+		p.Append(radix.Cmd(&groups, "HGETALL", s.k.gready))
+		return p
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+	}
+	if s.lists() {
+		if heads, err = s.listsDepth(ctx, st.Lanes); err != nil {
+			return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+		}
+	}
+	st.Paused = paused == 1
+	if len(counts) == 2 {
+		st.Enqueued, _ = strconv.ParseInt(counts[0], 10, 64)
+		st.Acked, _ = strconv.ParseInt(counts[1], 10, 64)
+	}
+	// Groups: their messages for their markers (gready's "" counts those).
+	for g, v := range groups {
+		c, _ := strconv.ParseInt(v, 10, 64)
+		if g == "" {
+			st.Ready -= c
+		} else if c > 0 {
+			st.Ready += c
+			st.Groups++
+		}
+	}
+	oldest := int64(-1)
+	for i, c := range st.Lanes {
+		st.Ready += c
+		if len(heads[i]) == 0 {
+			continue
+		}
+		if e, err := s.decodeLaneEntry(heads[i][0]); err == nil && (oldest < 0 || e.EnqueuedMs < oldest) {
+			oldest = e.EnqueuedMs
+		}
+	}
+	if now := serverMs(now); oldest >= 0 && now > oldest {
+		st.OldestReady = time.Duration(now-oldest) * time.Millisecond
+	}
+	return st, nil
+}
+
+// statsNames is how many priorities' lists of a Range queue (format 4)
+// Stats counts one by one, in all its segments: beyond, it estimates
+// (depth.lua), so that a Stats costs Redis about a millisecond at most.
+const statsNames = 1000
+
+// StatsNames is statsNames: how many lists a Stats counts one by one.
+const StatsNames = statsNames
+
+// listsDepth fills lanes with the messages waiting in each segment of a
+// Range queue of format 4, and returns each one's first entry, as the
+// pipeline of stats reads them for the other layouts.
+func (s *Shard) listsDepth(ctx context.Context, lanes []int64) ([][][]byte, error) {
+	var rows [][][]byte
+	if err := s.do(ctx, s.eval(depthScript, &rows, s.k.lanes, strconv.Itoa(statsNames))); err != nil {
+		return nil, err
+	}
+	if len(rows) != len(lanes) {
+		return nil, fmt.Errorf("%w: depth reply of %d rows for %d lanes", ErrScript, len(rows), len(lanes))
+	}
+	heads := make([][][]byte, len(lanes))
+	for i, r := range rows {
+		if len(r) < 2 {
+			return nil, fmt.Errorf("%w: depth reply row %q", ErrScript, r)
+		}
+		lanes[i], _ = strconv.ParseInt(string(r[0]), 10, 64)
+		if len(r[1]) > 0 {
+			heads[i] = [][]byte{r[1]}
+		}
+	}
+	return heads, nil
+}
+
+// serverMs reads a TIME reply as unix milliseconds (0 if malformed).
+func serverMs(t []string) int64 {
+	if len(t) != 2 {
+		return 0
+	}
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	us, err2 := strconv.ParseInt(t[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return sec*1000 + us/1000
+}

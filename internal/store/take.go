@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// leaseSuffix is random per take call: take.lua puts the take's server time
+// and each message's place in the take in front of it. With it tokens are
+// never reused, even across a step back of the server's clock, so an ack from
+// an old delivery cannot match a new one.
+func leaseSuffix() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// take leases up to n ready messages from the lanes in the given order.
+// It returns paused=true when the queue is paused. One round trip.
+//
+// The lease ends lease after the server's now when the script runs. The
+// deadline the message carries is lease after this host's monotonic clock
+// before the call: no later than the server's, whatever the host's wall
+// clock says, so a handler's context never outlives its lease.
+func (s *Shard) take(ctx context.Context, lanes []string, n int, lease time.Duration) (msgs []*Delivery, paused bool, err error) {
+	r, err := s.takeFrom(ctx, takeArgs{lanes: lanes, n: n, lease: lease})
+	return r.msgs, r.paused, err
+}
+
+// takeArgs are a take's: the lanes in serving order, of which it pops from
+// the first popLanes only (0: all) but looks at all for the best priority
+// left when top asks it; lease 0 takes without a lease (AtMostOnce).
+type takeArgs struct {
+	lanes     []string
+	n         int
+	lease     time.Duration
+	popLanes  int
+	top       bool
+	floor     string // the lowest priority to take ('' for any): see take.lua
+	claimWake bool   // remove the wake-up member first (a MultiConsumer: see take.lua)
+	guess     bool   // lanes are highFirst, all of them: try where the last such take found work (take.lua checks popLanes and floor), or read the filled index
+}
+
+// takeReply is what a take got, with the best priority left in the shard's
+// lanes (hasTop false: none, or not asked).
+type takeReply struct {
+	msgs    []*Delivery
+	paused  bool
+	top     int64
+	hasTop  bool
+	dropped []error // AtMostOnce: entries that did not decode, gone
+	// limited: the queue is at its rate limit (limits.go), and its next
+	// message may be taken after this long (nothing was taken).
+	limited time.Duration
+}
+
+// takeFrom runs take.lua with a; see take.
+func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
+	// The filled index serves a take over every lane, highest first, with
+	// no floor, no lane limit and no top asked: KEYS[5] is then the index.
+	viaFilled := a.guess && s.filled() && a.popLanes == 0 && a.floor == "" && !a.top
+	var keys []string
+	if viaFilled {
+		keys = []string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake, s.k.filled}
+	} else {
+		keys = append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
+	}
+	start := time.Now()
+	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor, argNo}
+	if a.lease > 0 {
+		args[0] = fmtInt(leaseMs(a.lease))
+	}
+	if a.top {
+		args[4] = argYes
+	}
+	if a.claimWake {
+		args[7] = argYes
+	}
+	guessed := a.guess && s.lists() && !viaFilled
+	if l := s.lastLane.Load(); guessed && l > 0 {
+		// Where the last take found work, as a place in highFirst.
+		args = append(args, strconv.Itoa(len(a.lanes)-int(l)+1))
+	}
+	if viaFilled {
+		args = append(args, "", strconv.Itoa(len(s.k.lanes))) // (no hint: the index says)
+	}
+	for len(args) < 10 {
+		args = append(args, "")
+	}
+	args = append(args, s.armFlag()) // ARGV[11]: how to wake the promoters
+
+	var raw [][]byte
+	if err := s.do(ctx, s.eval(takeScript, &raw, keys, args...)); err != nil {
+		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
+	}
+	if len(raw) == 1 && string(raw[0]) == replyPaused {
+		return takeReply{paused: true}, nil
+	}
+	if len(raw) == 2 && string(raw[0]) == replyLimited {
+		ms, err := strconv.ParseInt(string(raw[1]), 10, 64)
+		if err != nil || ms <= 0 {
+			return r, fmt.Errorf("prioq: take from %q: %w: rate limit wait %q", s.name, ErrScript, raw[1])
+		}
+		return takeReply{limited: time.Duration(ms) * time.Millisecond}, nil
+	}
+	if n := len(raw); a.top && n >= 2 && string(raw[n-2]) == replyTop {
+		if t := string(raw[n-1]); t != "" {
+			if r.top, err = strconv.ParseInt(t, 10, 64); err != nil {
+				return r, fmt.Errorf("prioq: take from %q: %w: top %q", s.name, ErrScript, t)
+			}
+			r.hasTop = true
+		}
+		raw = raw[:n-2]
+	}
+	if n := len(raw); n >= 2 && string(raw[n-2]) == replyBroken {
+		s.logBrokenLanes(ctx, string(raw[n-1]))
+		raw = raw[:n-2]
+	}
+	if len(raw)%2 != 0 {
+		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
+	}
+	deadline := start.Add(a.lease)
+	for i := 0; i < len(raw); i += 2 {
+		first, member := string(raw[i]), raw[i+1]
+		e, derr := s.decodeLaneEntry(member)
+		if a.lease == 0 {
+			// AtMostOnce: first is the lane. A message that does not decode
+			// has nowhere to go (no dead letters).
+			lane, lerr := strconv.Atoi(first)
+			if derr == nil && lerr != nil {
+				derr = lerr
+			}
+			if derr != nil {
+				r.dropped = append(r.dropped, fmt.Errorf("prioq: receive from %q: dropped entry of lane %s: %w", s.name, first, derr))
+				continue
+			}
+			m := newDelivery(e, s)
+			m.Attempts = 0
+			m.raw, m.lane = member, lane
+			r.msgs = append(r.msgs, m)
+			continue
+		}
+		if derr != nil {
+			// Corrupt entries were leased like any other, so this is safe to
+			// report and move aside without losing anything else.
+			s.bury(ctx, first, derr)
+			continue
+		}
+		m := newDelivery(e, s)
+		m.Attempts++ // the stored count is of the deliveries before this one
+		m.token, m.deadline, m.raw = first, deadline, member
+		r.msgs = append(r.msgs, m)
+	}
+	if n := len(r.msgs); guessed && n > 0 {
+		if l, err := s.cfg.Layout.laneOf(r.msgs[n-1].Priority); err == nil {
+			s.lastLane.Store(int32(l) + 1)
+		}
+	}
+	return r, nil
+}
+
+// brokenLogEvery is how often at most a queue logs the lane keys of the wrong
+// type its takes pass by (each take while they are broken would say it).
+const brokenLogEvery = time.Minute
+
+// logBrokenLanes says, at most once per brokenLogEvery, that takes pass by
+// lane keys of the wrong type (their messages wait until the keys are
+// mended), or met entries of a Range segment's index that name no priority
+// (each moved to the dead letters alone: lua/take.lua set_aside).
+func (s *Shard) logBrokenLanes(ctx context.Context, keys string) {
+	now := time.Now().UnixNano()
+	last := s.brokenLogged.Load()
+	if now-last < int64(brokenLogEvery) || !s.brokenLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "prioq: lane keys of the wrong type (or content): takes pass them by until they are mended, "+
+		"and move index entries that name no priority to the dead letters",
+		slog.String("queue", s.name), slog.String("keys", keys))
+}
+
+// takeMerged is take over the queue's fixed lane order, merged with the
+// takes of the queue's other consumers (same lease) in flight at the same
+// time: one script call pops for all of them, each gets its own messages
+// (the first asker the first ones, so the priority order holds across them).
+// A take still queued when ctx ends (the consumer closing), or CallTimeout
+// after it queued, is dropped and returns an error; one sent is waited for
+// whatever ctx does, because its leased messages must reach their asker
+// (each merged call has CallTimeout).
+func (s *Shard) takeMerged(ctx context.Context, n int, lease time.Duration) takeResult {
+	s.takes.mu.Lock()
+	c := s.takes.byLease[lease]
+	if c == nil {
+		c = &coalescer[int, takeResult]{size: func(n int) int { return n }, maxItems: MaxBatch, maxBytes: MaxBatch,
+			timeout: s.cfg.CallTimeout, keepSent: true}
+		s.takes.byLease[lease] = c
+	}
+	s.takes.mu.Unlock()
+	run := func(ctx context.Context, ns []int) []takeResult { return s.takeFor(ctx, ns, lease) }
+	return c.do(ctx, n, run, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)} })
+}
+
+// takeMergers holds a queue's take coalescers, one per lease duration.
+type takeMergers struct {
+	mu      sync.Mutex
+	byLease map[time.Duration]*coalescer[int, takeResult]
+}
+
+type takeResult struct {
+	msgs    []*Delivery
+	limited time.Duration // takeReply's: the queue is at its rate limit
+	dropped []error       // takeReply's (AtMostOnce), given to one asker only
+	err     error
+}
+
+// takeFor makes one take for askers wanting ns[i] messages each and shares
+// out what it got, in order.
+func (s *Shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	out := make([]takeResult, len(ns))
+	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease, guess: true})
+	msgs := r.msgs
+	// AtMostOnce (a Range queue of format 4): an entry that did not decode
+	// left Redis with the pop and goes nowhere. The first asker's consumer
+	// reports it (OnError), once, as a blocking pop's fetch does.
+	out[0].dropped = r.dropped
+	for i, n := range ns {
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		k := min(n, len(msgs))
+		out[i].msgs, msgs = msgs[:k:k], msgs[k:]
+		out[i].limited = r.limited
+	}
+	return out
+}
