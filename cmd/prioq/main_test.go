@@ -53,7 +53,15 @@ func TestMain(m *testing.M) {
 // prioqCmd runs the binary with stdin and returns stdout, stderr and the exit code.
 func prioqCmd(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--url", "redis://" + addr}, args...)...)
+	return prioqRun(t, nil, stdin, append([]string{"--url", "redis://" + addr}, args...)...)
+}
+
+// prioqRun runs the binary with the environment variables env added and
+// exactly args (no --url).
+func prioqRun(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -122,7 +130,7 @@ func TestEnqueueStatsPeekCancel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 
-	out, _, code = prioqCmd(t, "", "queues", "--window", "0")
+	out, _, code = prioqCmd(t, "", "queues", "--no-rates")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "\n"+q.Name()+" ")
 }
@@ -183,7 +191,7 @@ func TestQueuesFiguresSortAndFilter(t *testing.T) {
 		qs[i] = q
 	}
 	other := newQueue(t, prioq.Config{})
-	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--sort", "ready", "--window", "0", "--json")
+	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--sort", "ready", "--no-rates", "--json")
 	require.Equal(t, 0, code, errOut)
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -432,7 +440,7 @@ func TestQueuesTenThousand(t *testing.T) {
 	base := testkit.QueueName(t)
 	names := testq.OpenMany(t, client, base, 10000, prioq.Config{Layout: prioq.Levels(1)})
 	start := time.Now()
-	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--window", "0", "--sort", "name")
+	out, errOut, code := prioqCmd(t, "", "queues", base+"-*", "--no-rates", "--sort", "name")
 	require.Equal(t, 0, code, errOut)
 	t.Logf("prioq queues over 10,000 queues: %v", time.Since(start))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
