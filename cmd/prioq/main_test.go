@@ -57,17 +57,28 @@ func prioqCmd(t *testing.T, stdin string, args ...string) (string, string, int) 
 }
 
 // prioqRun runs the binary with the environment variables env added and
-// exactly args (no --url).
+// exactly args (no --url), for at most two minutes.
 func prioqRun(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return prioqWithin(t, 2*time.Minute, env, stdin, args...)
+}
+
+// prioqWithin is prioqRun for a command expected to end within d: one
+// still running then is stopped, and its exit code is -1.
+func prioqWithin(t *testing.T, d time.Duration, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ctx.Err() != nil {
+		code = -1
+	} else if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else {
 		require.NoError(t, err)

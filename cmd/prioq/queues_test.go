@@ -34,7 +34,7 @@ func TestListingsSayWhenCut(t *testing.T) {
 	out, errOut, code := prioqCmd(t, "", "dead", q.Name(), "list")
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	assert.Len(t, lines, 22, "a header, 20 rows and the count")
+	require.Len(t, lines, 22, "a header, 20 rows and the count")
 	assert.Equal(t, "20 of 64 dead letters, oldest first (-n 64 shows them all)", lines[21])
 	out, _, _ = prioqCmd(t, "", "dead", q.Name(), "list", "-n", "64")
 	assert.NotContains(t, out, " of 64")

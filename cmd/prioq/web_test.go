@@ -117,8 +117,8 @@ func freeAddr(t *testing.T, host string) (string, int) {
 func TestWebRefusesNonLoopbackWithoutCredentials(t *testing.T) {
 	for _, host := range []string{"0.0.0.0", "", "::"} {
 		a, port := freeAddr(t, host)
-		out, errOut, code := prioqCmd(t, "", "web", "--addr", a)
-		assert.Equal(t, 2, code, a)
+		out, errOut, code := prioqWithin(t, 10*time.Second, nil, "", "--url", "redis://"+addr, "web", "--addr", a)
+		assert.Equal(t, 2, code, "%s: -1 if it served", a)
 		assert.Contains(t, errOut, "refusing to listen on "+a+" without credentials", a)
 		assert.Contains(t, errOut, "PRIOQ_WEB_TOKEN")
 		assert.Empty(t, out, "no URL printed")
