@@ -94,11 +94,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		fmt.Fprint(stdout, usage())
 		return nil
 	case err != nil:
-		return bad("%v\n%s", err, strings.TrimSpace(usage()))
+		return bad("%v (prioq --help)", err)
 	case *showVersion:
 		return version(stdout)
 	case global.NArg() == 0:
-		return bad("%s", strings.TrimSpace(usage()))
+		return bad("usage: prioq [--url URL] <command> [flags] [args] (prioq help lists the commands)")
 	}
 	name, rest := global.Arg(0), global.Args()[1:]
 	cmd, ok := commands[name]
