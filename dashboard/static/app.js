@@ -1,107 +1,268 @@
-// The dashboard's only script, no dependencies. On a queue's page it polls
-// the queue's stats every second, updates the numbers and lane bars, and
-// draws the last minutes of depth and of rates; on the list it polls each
-// queue's stats to show its rates. A rate is the change of a total
-// (Stats.Enqueued, Stats.Acked) between two polls over the time between them.
+// The dashboard's only script, no dependencies, no inline code (the
+// Content-Security-Policy allows this file and nothing else). Pages work
+// without it; it keeps them live:
+//   - a queue's page polls one reading of the queue every 2 s
+//     (api/queue/<name>) and redraws from it the numbers, every table and
+//     the charts, so that they always come from the same reading, and says
+//     when that reading was taken (and when polls fail: "not updating");
+//   - the list polls its own page (api/queues?<same query>) and redraws its
+//     rows, with rates.
+// A rate is the change of a total (Stats.Enqueued, Stats.Acked) between two
+// readings over the time between them. Everything shown is set with
+// textContent: names, reasons and payloads are never parsed as HTML.
 (function () {
-  const max = 300; // five minutes at one poll a second
-  const set = (id, v) => { const e = document.getElementById(id); if (e) e.textContent = v; };
-  const fmtRate = (r) => r === null ? '–' : (r >= 100 ? Math.round(r).toString() : r.toFixed(1));
-
-  // rater turns successive totals into rates per second; null when a total
-  // went down (the counts key was reset). Its first sample is the one the
-  // server rendered the page with (the element's data-enqueued, data-acked),
-  // so the first poll already gives a rate and the page is not read twice.
-  function rater(el) {
-    let prev = { t: Date.now(), enqueued: Number(el.dataset.enqueued), acked: Number(el.dataset.acked) };
-    return function (s, t) {
-      let out = { enqueued: null, acked: null };
-      if (t > prev.t) {
-        const dt = (t - prev.t) / 1000;
-        for (const k of ['enqueued', 'acked']) {
-          const d = s[k] - prev[k];
-          out[k] = d >= 0 ? d / dt : null;
-        }
-      }
-      prev = { t: t, enqueued: s.enqueued, acked: s.acked };
-      return out;
-    };
+  'use strict';
+  const hour = 3600e3;
+  const $ = (id) => document.getElementById(id);
+  const set = (id, v) => { const e = $(id); if (e) e.textContent = v; };
+  const fmtRate = (r) => r === null || r === undefined ? '–' : (r >= 100 ? Math.round(r).toString() : r.toFixed(1));
+  const pad = (n) => String(n).padStart(2, '0');
+  const clock = (ms) => { const d = new Date(ms); return pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()); };
+  // dur is a duration as Go prints it, to the second: 4s, 2m5s, 1h0m3s.
+  function dur(ms) {
+    let s = Math.max(0, Math.round(ms / 1000));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    s %= 60;
+    return h ? h + 'h' + m + 'm' + s + 's' : m ? m + 'm' + s + 's' : s + 's';
   }
 
-  function draw(canvas, points, series) {
-    if (!canvas) return;
-    const c = canvas.getContext('2d'), w = canvas.width, h = canvas.height;
-    c.clearRect(0, 0, w, h);
-    let top = 1;
-    const span = Math.max(points.length, 60); // a chart fills up over its first minute
-    for (const p of points) for (const [key] of series) top = Math.max(top, p[key] || 0);
-    for (const [key, color] of series) {
-      c.strokeStyle = color; c.beginPath();
-      let started = false;
-      points.forEach((p, i) => {
-        if (p[key] === null || p[key] === undefined) return;
-        const x = w - (points.length - 1 - i) * (w / span), y = h - 2 - (p[key] / top) * (h - 4);
-        started ? c.lineTo(x, y) : c.moveTo(x, y);
-        started = true;
-      });
-      c.stroke();
-    }
-    c.fillStyle = '#777'; c.fillText(String(Math.round(top)), 2, 10);
+  function fresh(ms) {
+    const t = $('asof-time');
+    if (!t) return;
+    t.textContent = clock(ms);
+    t.dataset.ms = ms;
+    $('asof').classList.remove('stale');
+    const st = $('stale');
+    if (st) st.remove();
+  }
+  function stale(err) {
+    const p = $('asof');
+    if (!p) return;
+    p.classList.add('stale');
+    let st = $('stale');
+    if (!st) { st = document.createElement('span'); st.id = 'stale'; p.appendChild(st); }
+    st.textContent = ' — not updating: ' + err.message;
   }
 
-  async function stats(base, name) {
-    const r = await fetch(base + 'api/stats/' + encodeURIComponent(name));
-    if (!r.ok) throw new Error(r.status);
+  async function getJSON(url) {
+    const r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
+    if (!r.ok) throw new Error(r.status + ' ' + (await r.text()).trim());
     return r.json();
   }
 
-  const queue = document.body.dataset.queue;
+  // row makes a table row: a string is a cell's text, a Node its content.
+  function row(cells) {
+    const tr = document.createElement('tr');
+    for (const c of cells) {
+      const td = document.createElement('td');
+      if (c instanceof Node) td.appendChild(c); else td.textContent = String(c);
+      tr.appendChild(td);
+    }
+    return tr;
+  }
+  function fill(tbodySel, rows, empty, span) {
+    const tb = document.querySelector(tbodySel);
+    if (!tb) return;
+    tb.replaceChildren(...rows);
+    if (!rows.length) {
+      const tr = row([empty]);
+      tr.className = 'empty';
+      tr.firstChild.colSpan = span;
+      tb.appendChild(tr);
+    }
+  }
+  function link(text, href, cls, data) {
+    const a = document.createElement('a');
+    a.textContent = text;
+    a.href = href;
+    if (cls) a.className = cls;
+    for (const k in data || {}) a.dataset[k] = data[k];
+    return a;
+  }
+
+  // rates turns successive readings into rates per second: null across a
+  // gap (no reading for 15 s), or where a total went down (reset).
+  function rates(samples) {
+    return samples.map((s, i) => {
+      const p = samples[i - 1], out = { t: s.t, enqueued: null, acked: null, died: null };
+      if (!p || s.t - p.t <= 0 || s.t - p.t > 15e3) return out;
+      const dt = (s.t - p.t) / 1000;
+      for (const [k, from] of [['enqueued', 'enqueued'], ['acked', 'acked'], ['died', 'dead']]) {
+        const d = s[from] - p[from];
+        out[k] = d >= 0 ? d / dt : null;
+      }
+      return out;
+    });
+  }
+
+  // nice rounds a chart's top up to 1, 2 or 5 times a power of ten.
+  function nice(v) {
+    if (v <= 1) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  // chart draws series over time with both axes: the y axis in unit, from
+  // 0, with gridlines; the x axis in minutes before the last reading. A
+  // line breaks where a value is missing or readings are 15 s apart.
+  function chart(canvas, points, series, unit) {
+    if (!canvas || !points.length) return;
+    const c = canvas.getContext('2d'), W = canvas.width, H = canvas.height;
+    const L = 56, R = 12, T = 16, B = 24, w = W - L - R, h = H - T - B;
+    c.clearRect(0, 0, W, H);
+    c.font = '11px system-ui, sans-serif';
+    const t1 = points[points.length - 1].t, t0 = Math.min(points[0].t, t1 - 120e3);
+    let top = 0;
+    for (const p of points) for (const [k] of series) if (p[k] !== null && p[k] !== undefined) top = Math.max(top, p[k]);
+    top = nice(top);
+    const x = (t) => L + (t - t0) / (t1 - t0) * w, y = (v) => T + h - v / top * h;
+    // y axis: 0, half and top, with gridlines and the unit above.
+    c.strokeStyle = '#ddd'; c.fillStyle = '#555'; c.textAlign = 'right'; c.textBaseline = 'middle';
+    const ticks = String(top)[0] === '2' ? 4 : 5; // steps of 1, 2 or 5 times a power of ten
+    for (let i = 0; i <= ticks; i++) {
+      const v = top * i / ticks;
+      c.beginPath(); c.moveTo(L, y(v)); c.lineTo(L + w, y(v)); c.stroke();
+      c.fillText(String(Math.round(v * 100) / 100), L - 6, y(v));
+    }
+    c.textAlign = 'left'; c.textBaseline = 'top';
+    c.fillText(unit, 2, 0);
+    // x axis: a tick every step, labelled in minutes (or seconds) ago.
+    const span = t1 - t0, steps = [10e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3];
+    const step = steps.find((s) => span / s <= 6) || 3600e3;
+    c.textAlign = 'center';
+    c.strokeStyle = '#999'; c.beginPath(); c.moveTo(L, T + h); c.lineTo(L + w, T + h); c.moveTo(L, T); c.lineTo(L, T + h); c.stroke();
+    for (let back = 0; back <= span; back += step) {
+      const tx = x(t1 - back);
+      c.beginPath(); c.moveTo(tx, T + h); c.lineTo(tx, T + h + 4); c.stroke();
+      const label = back === 0 ? 'now' : '-' + (step < 60e3 ? back / 1000 + 's' : back / 60e3 + 'm');
+      c.fillText(label, tx, T + h + 7);
+    }
+    c.lineWidth = 1.5;
+    for (const [k, color] of series) {
+      c.strokeStyle = color; c.beginPath();
+      let prev = null;
+      for (const p of points) {
+        const v = p[k];
+        if (v === null || v === undefined) { prev = null; continue; }
+        if (prev && p.t - prev.t <= 15e3) c.lineTo(x(p.t), y(v)); else c.moveTo(x(p.t), y(v));
+        prev = p;
+      }
+      c.stroke();
+    }
+    c.lineWidth = 1;
+  }
+
+  const body = document.body;
+  const queue = body.dataset.queue;
   if (queue) {
-    const points = []; // {ready, delayed, inflight, enqueued, acked}
-    const rate = rater(document.body);
-    async function poll() {
+    const api = '../api/queue/' + encodeURIComponent(queue);
+    const path = encodeURIComponent(queue);
+    const reliable = body.dataset.reliable === 'true';
+    const canRequeue = body.dataset.canRequeue === 'true';
+    let samples = [];
+    function render(s) {
+      fresh(s.at);
+      set('ready', s.ready); set('delayed', s.delayed); set('inflight', s.in_flight); set('dead', s.dead);
+      set('oldest', s.oldest); set('paused', s.paused ? 'paused' : 'running');
+      const outside = Math.max(0, s.ready - s.lanes.reduce((a, b) => a + b, 0));
+      set('outside-lanes', outside);
+      if ($('lanes-note')) $('lanes-note').hidden = !outside;
+      const top = Math.max(1, ...s.lanes);
+      s.lanes.forEach((n, i) => {
+        const bar = $('lane-' + i);
+        if (bar) { bar.max = top; bar.value = n; }
+        set('lane-n-' + i, n);
+      });
+      (s.shards || []).forEach((sh) => {
+        for (const f of ['ready', 'delayed', 'in_flight', 'dead']) set('shard-' + sh.shard + '-' + f, sh[f]);
+        set('shard-' + sh.shard + '-node', sh.node || '-');
+      });
+      const r = rates(samples);
+      const last = r[r.length - 1] || {};
+      set('enq-rate', fmtRate(last.enqueued)); set('ack-rate', fmtRate(last.acked));
+      chart($('chart'), samples, reliable ? [['ready', '#4a7bd0'], ['delayed', '#d08a4a'], ['in_flight', '#5aa55a'], ['dead', '#c0392b']]
+        : [['ready', '#4a7bd0'], ['delayed', '#d08a4a']], 'messages');
+      chart($('rates'), r, reliable ? [['enqueued', '#8a4ad0'], ['acked', '#3a9a9a'], ['died', '#c0392b']] : [['enqueued', '#8a4ad0']], 'messages/s');
+
+      set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
+      fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
+      if (!reliable) return;
+      set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
+      fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
+        g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);
+      set('dead-count', s.dead_letters.length + ' of ' + s.dead + ', oldest first');
+      fill('#deadletters tbody', s.dead_letters.map((d) => row([d.id, d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
+        canRequeue ? link('Requeue…', path + '/requeue?id=' + encodeURIComponent(d.id), 'button requeue', { id: d.id }) : ''])), 'no dead letters', 7);
+      const toggle = $('pause-toggle');
+      if (toggle) {
+        // Another operator may have paused or resumed it.
+        toggle.href = path + (s.paused ? '/resume' : '/pause');
+        toggle.textContent = s.paused ? 'Resume consumers…' : 'Pause consumers…';
+      }
+    }
+    async function poll(first) {
       try {
-        const s = await stats('../', queue);
-        const r = rate(s, Date.now());
-        set('ready', s.ready); set('delayed', s.delayed); set('inflight', s.in_flight); set('dead', s.dead);
-        set('oldest', s.oldest_ready_s.toFixed(1) + 's'); set('paused', s.paused ? 'paused' : 'running');
-        set('enq-rate', fmtRate(r.enqueued)); set('ack-rate', fmtRate(r.acked));
-        const top = Math.max(1, ...s.lanes);
-        s.lanes.forEach((n, i) => {
-          const bar = document.getElementById('lane-' + i);
-          if (bar) bar.style.width = (n * 100 / top) + '%';
-          set('lane-n-' + i, n);
-        });
-        (s.shards || []).forEach((sh) => {
-          for (const f of ['ready', 'delayed', 'in_flight', 'dead']) set('shard-' + sh.shard + '-' + f, sh[f]);
-          set('shard-' + sh.shard + '-node', sh.node || '-');
-        });
-        points.push({ ready: s.ready, delayed: s.delayed, inflight: s.in_flight, enqueued: r.enqueued, acked: r.acked });
-        if (points.length > max) points.shift();
-        draw(document.getElementById('chart'), points, [['ready', '#4a7bd0'], ['delayed', '#d08a4a'], ['inflight', '#5aa55a']]);
-        draw(document.getElementById('rates'), points, [['enqueued', '#8a4ad0'], ['acked', '#3a9a9a']]);
-      } catch (e) { /* the next poll tries again */ }
+        const s = await getJSON(api + (first ? '?history=1' : ''));
+        if (first && s.history) samples = s.history.slice();
+        if (!samples.length || samples[samples.length - 1].t < s.at) {
+          samples.push({ t: s.at, ready: s.ready, delayed: s.delayed, in_flight: s.in_flight, dead: s.dead, enqueued: s.enqueued, acked: s.acked });
+        }
+        while (samples.length && samples[0].t < s.at - hour) samples.shift();
+        render(s);
+      } catch (e) { stale(e); }
     }
-    for (const f of document.querySelectorAll('form[data-confirm]')) {
-      f.addEventListener('submit', (e) => { if (!confirm(f.dataset.confirm)) e.preventDefault(); });
-    }
-    setInterval(poll, 1000);
+    poll(true);
+    setInterval(poll, 2000);
     return;
   }
 
-  // The queue list: rates per row, every two seconds.
-  const rows = Array.from(document.querySelectorAll('tr[data-queue]'));
-  const raters = new Map(rows.map((tr) => [tr, rater(tr)]));
-  async function pollAll() {
-    await Promise.all(rows.map(async (tr) => {
+  if (body.dataset.list) {
+    // The list: its own page polled again (the same search, sort and page),
+    // every row redrawn, with rates from the totals between polls.
+    const prev = new Map();
+    const at0 = $('asof-time') ? Number($('asof-time').dataset.ms) : Date.now();
+    for (const tr of document.querySelectorAll('tr[data-queue]')) {
+      prev.set(tr.dataset.queue, { t: at0, enqueued: Number(tr.dataset.enqueued), acked: Number(tr.dataset.acked) });
+    }
+    const rate = (name, st, t) => {
+      const p = prev.get(name), out = { enqueued: null, acked: null };
+      if (p && t > p.t) {
+        for (const k of ['enqueued', 'acked']) {
+          const d = st[k] - p[k];
+          out[k] = d >= 0 ? d / ((t - p.t) / 1000) : null;
+        }
+      }
+      prev.set(name, { t: t, enqueued: st.enqueued, acked: st.acked });
+      return out;
+    };
+    async function pollList() {
       try {
-        const s = await stats('', tr.dataset.queue);
-        const r = raters.get(tr)(s, Date.now());
-        const e = tr.querySelector('.enq-rate'), a = tr.querySelector('.ack-rate');
-        if (e) e.textContent = fmtRate(r.enqueued);
-        if (a) a.textContent = s.reliable ? fmtRate(r.acked) : '–';
-      } catch (e) { /* the next poll tries again */ }
-    }));
+        const js = await getJSON('api/queues' + location.search);
+        fresh(js.at);
+        const rows = js.queues.map((q) => {
+          const name = link(q.name, 'q/' + encodeURIComponent(q.name));
+          let tr;
+          if (q.error) {
+            tr = row([name, q.error]);
+            tr.lastChild.colSpan = 8;
+            tr.lastChild.className = 'err';
+          } else {
+            const s = q.stats, r = rate(q.name, s, js.at);
+            tr = row([name, s.ready, s.delayed, s.in_flight, s.dead, s.oldest, s.paused ? 'paused' : '–',
+              fmtRate(r.enqueued), s.reliable === false ? '–' : fmtRate(r.acked)]);
+            ['', 'ready', 'delayed', 'in_flight', 'dead', 'oldest', 'paused', 'enq-rate', 'ack-rate']
+              .forEach((cls, i) => { if (cls) tr.children[i].className = cls; });
+          }
+          tr.dataset.queue = q.name;
+          return tr;
+        });
+        fill('#queues tbody', rows, body.dataset.search ? 'no queue name contains "' + body.dataset.search + '"'
+          : 'no queues yet: they appear here once created', 9);
+      } catch (e) { stale(e); }
+    }
+    // A sort by depth reads every queue (a snapshot reused for 5 s): poll
+    // it less often than a page of names.
+    setInterval(pollList, body.dataset.sort === 'name' ? 2000 : 10000);
   }
-  if (rows.length) setInterval(pollAll, 2000);
 })();

@@ -1,0 +1,194 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prioq/prioq"
+)
+
+// What a queue's page shows of its lists: the next messages, the dead
+// letters (oldest first) and the most loaded groups.
+const (
+	peekRows  = 20
+	deadRows  = 50
+	topGroups = 10
+)
+
+type lane struct {
+	Index int
+	Count int64
+}
+
+// queueView is one reading of a queue: its figures and the tables of its
+// page, read one after another under one deadline, at At. The page renders
+// it and its script polls it, so that the numbers on top and the tables
+// below always come from the same reading.
+type queueView struct {
+	Q     *prioq.Queue
+	At    time.Time
+	Stats prioq.Stats
+	Lanes []lane // highest priority first
+	Max   int64  // the fullest lane's count
+	// OutsideLanes is how many ready messages no lane counts: a group has
+	// one entry in its lane whatever its count, and none while it waits at
+	// a limit.
+	OutsideLanes int64
+	Peek         []prioq.MessageInfo
+	Dead         []prioq.DeadLetter
+	Groups       []prioq.GroupStats
+}
+
+func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err error) {
+	v.Q = q
+	if v.Stats, err = q.Stats(ctx); err != nil {
+		return v, err
+	}
+	v.At = time.Now()
+	if v.Peek, err = q.Peek(ctx, peekRows); err != nil {
+		return v, err
+	}
+	if q.Mode() == prioq.AtLeastOnce {
+		if v.Dead, err = q.DeadLetters(ctx, 0, deadRows); err != nil {
+			return v, err
+		}
+		if v.Groups, err = q.Groups(ctx, topGroups); err != nil {
+			return v, err
+		}
+	}
+	v.OutsideLanes = v.Stats.Ready
+	for i := len(v.Stats.Lanes) - 1; i >= 0; i-- {
+		v.Lanes = append(v.Lanes, lane{i, v.Stats.Lanes[i]})
+		v.Max = max(v.Max, v.Stats.Lanes[i])
+		v.OutsideLanes -= v.Stats.Lanes[i]
+	}
+	v.OutsideLanes = max(v.OutsideLanes, 0)
+	h.hist.add(q.Name(), v.At, v.Stats)
+	return v, nil
+}
+
+// oldest is how the page and the list say the oldest ready message's age.
+// prioq measures it at the heads of the lanes: messages that wait in a
+// group held at its limit are not there, and their age is not known (a
+// library change is needed); the page says so instead of "0s".
+func oldest(st prioq.Stats) string {
+	if st.OldestReady == 0 && st.Ready > 0 {
+		return "unknown (in groups)"
+	}
+	return st.OldestReady.Round(100 * time.Millisecond).String()
+}
+
+func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error {
+	v, err := h.read(ctx, q)
+	if err != nil {
+		return err
+	}
+	can := map[string]bool{}
+	var refusal string
+	for _, a := range actions {
+		err := h.authorize(r, a, q.Name())
+		can[string(a)] = err == nil
+		if err != nil && refusal == "" {
+			refusal = strings.TrimPrefix(err.Error(), ErrForbidden.Error()+": ")
+		}
+	}
+	if q.Mode() != prioq.AtLeastOnce { // no pause, no dead letters
+		for _, a := range []Action{Pause, Resume, Requeue, RequeueAll, PurgeDead} {
+			can[string(a)] = false
+		}
+	}
+	data := map[string]any{"V": v, "Reliable": q.Mode() == prioq.AtLeastOnce, "Can": can, "Oldest": oldest(v.Stats),
+		"Refusal": refusal, "Done": doneMessage(r)}
+	h.render(w, "queue.html", data)
+	return nil
+}
+
+// doneMessage is what the page says after an action redirected to it
+// (?done=action&n=...&expect=...): how many it changed, and how many the
+// confirmation counted when they differ.
+func doneMessage(r *http.Request) string {
+	query := r.URL.Query()
+	a, ok := knownAction(query.Get("done"))
+	if !ok {
+		return ""
+	}
+	n, _ := strconv.ParseInt(query.Get("n"), 10, 64)
+	msg := map[Action]string{
+		Pause:      "Paused: consumers take nothing until resumed.",
+		Resume:     "Resumed: consumers take again.",
+		Requeue:    "Requeued the dead letter " + strconv.Quote(query.Get("id")) + ".",
+		RequeueAll: "Requeued " + strconv.FormatInt(n, 10) + " dead letter(s).",
+		PurgeDead:  "Deleted " + strconv.FormatInt(n, 10) + " dead letter(s).",
+		Purge:      "Deleted " + strconv.FormatInt(n, 10) + " waiting message(s).",
+	}[a]
+	if e := query.Get("expect"); e != "" && (a == RequeueAll || a == PurgeDead || a == Purge) && e != query.Get("n") {
+		msg += " The confirmation counted " + e + ": the queue changed in between."
+	}
+	return msg
+}
+
+// statsMap is what the JSON endpoints say of a queue's figures.
+func statsMap(st prioq.Stats) map[string]any {
+	m := map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
+		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "oldest": oldest(st),
+		"paused": st.Paused, "enqueued": st.Enqueued, "acked": st.Acked, "groups": st.Groups}
+	if len(st.Shards) > 0 {
+		var out []map[string]any
+		for i, s := range st.Shards {
+			out = append(out, map[string]any{"shard": i, "slot": s.Slot, "node": s.Node, "ready": s.Ready,
+				"delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead})
+		}
+		m["shards"] = out
+	}
+	return m
+}
+
+func (h *handler) statsJSON(ctx context.Context, w http.ResponseWriter, _ *http.Request, q *prioq.Queue) error {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	m := statsMap(st)
+	m["reliable"] = q.Mode() == prioq.AtLeastOnce
+	m["at"] = time.Now().UnixMilli()
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(m)
+}
+
+// queueJSON is one reading of the queue (queueView) that its page polls;
+// with ?history=1 also what this process has seen of it in the last hour,
+// for the charts.
+func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error {
+	v, err := h.read(ctx, q)
+	if err != nil {
+		return err
+	}
+	m := statsMap(v.Stats)
+	m["at"] = v.At.UnixMilli()
+	m["reliable"] = q.Mode() == prioq.AtLeastOnce
+	peek := []map[string]any{}
+	for _, p := range v.Peek {
+		peek = append(peek, map[string]any{"id": p.ID, "priority": p.Priority, "attempts": p.Attempts,
+			"enqueued": p.EnqueuedAt.UnixMilli(), "payload": payload(p.Payload, h.cfg.ShowPayloads)})
+	}
+	dead := []map[string]any{}
+	for _, d := range v.Dead {
+		dead = append(dead, map[string]any{"id": d.ID, "priority": d.Priority, "attempts": d.Attempts,
+			"died": d.DiedAt.UnixMilli(), "reason": d.Reason, "payload": payload(d.Payload, h.cfg.ShowPayloads)})
+	}
+	groups := []map[string]any{}
+	for _, g := range v.Groups {
+		groups = append(groups, map[string]any{"group": g.Group, "ready": g.Ready, "in_flight": g.InFlight,
+			"limit": g.Limit, "rate": g.Rate.String(), "rate_set": g.Rate.N != 0, "parked": g.Parked, "rate_parked": g.RateParked})
+	}
+	m["peek"], m["dead_letters"], m["top_groups"] = peek, dead, groups
+	if r.URL.Query().Get("history") == "1" {
+		m["history"] = h.hist.of(q.Name())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(m)
+}

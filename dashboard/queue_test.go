@@ -1,0 +1,162 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+)
+
+// kill makes n dead letters in q (MaxAttempts 1), reason "boom i".
+func kill(t *testing.T, q *prioq.Queue, n int) {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	for i := range n {
+		_, err := q.Enqueue(ctx, []byte("x"), prioq.Priority(1))
+		require.NoError(t, err)
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		require.NoError(t, m.Retry(ctx, 0, fmt.Sprintf("boom %d", i)))
+	}
+}
+
+// Every table of a queue's page is live, from the same reading as the
+// numbers above it: dead letters and groups that appear after the page was
+// loaded show up in their tables, the counts beside the tables agree with
+// the numbers, and the page says when its reading was taken.
+func TestQueuePageTablesLive(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2), MaxAttempts: 1})
+	h, err := New(Config{Client: client, Authorize: allowAll})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var asof0, rows string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#deadletters`), chromedp.Text(`#asof-time`, &asof0),
+		chromedp.Text(`#deadletters tbody`, &rows)))
+	assert.Equal(t, "no dead letters", rows)
+
+	kill(t, q, 3)
+	for range 2 {
+		_, err := q.Enqueue(context.Background(), []byte("x"), prioq.Group("acme"))
+		require.NoError(t, err)
+	}
+	var dead, deadCount, peekCount, groupRow, asof1 string
+	var deadRows int
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelectorAll('#deadletters tbody tr:not(.empty)').length === 3 && document.querySelectorAll('#groups tbody tr:not(.empty)').length === 1`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`#dead`, &dead), chromedp.Text(`#dead-count`, &deadCount), chromedp.Text(`#peek-count`, &peekCount),
+		chromedp.Evaluate(`document.querySelectorAll('#deadletters a.requeue').length`, &deadRows),
+		chromedp.Text(`#groups tbody tr`, &groupRow), chromedp.Text(`#asof-time`, &asof1)))
+	assert.Equal(t, "3", dead)
+	assert.Equal(t, "3 of 3, oldest first", deadCount, "the table's count and the number on top, from one reading")
+	assert.Equal(t, "2 of 2 ready", peekCount)
+	assert.Equal(t, 3, deadRows, "each live row can be requeued")
+	assert.Contains(t, groupRow, "acme")
+	assert.NotEqual(t, asof0, asof1, "the time of the reading moves on")
+	shoot(t, ctx, "dashboard-live.png")
+}
+
+// When the page cannot read any more (the server is gone), it says so and
+// since when, rather than showing old numbers as current.
+func TestQueuePageSaysWhenNotLive(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())), chromedp.WaitVisible(`#ready`)))
+	srv.CloseClientConnections()
+	srv.Close()
+	var asof string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.WaitVisible(`#asof.stale`),
+		chromedp.Text(`#asof`, &asof)))
+	assert.Regexp(t, `^as of \d\d:\d\d:\d\d: .* — not updating: `, asof)
+}
+
+// The charts' history: each reading of a queue is kept (at most one a
+// second, for an hour), and a page opened later starts its charts with it.
+func TestHistoryKeptAcrossPageLoads(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	api := "/api/queue/" + url.PathEscape(q.Name())
+	for i := range 3 {
+		_, err := q.Enqueue(context.Background(), []byte("x"))
+		require.NoError(t, err)
+		code, _, _ := req(t, srv, "GET", api, nil, nil)
+		require.Equal(t, 200, code)
+		code, _, _ = req(t, srv, "GET", api, nil, nil) // within the second: not kept
+		require.Equal(t, 200, code)
+		if i < 2 {
+			time.Sleep(1100 * time.Millisecond)
+		}
+	}
+	_, _, body := req(t, srv, "GET", api+"?history=1", nil, nil)
+	var js struct {
+		History []sample
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &js))
+	var ready []int64
+	for _, s := range js.History {
+		ready = append(ready, s.Ready)
+	}
+	assert.Equal(t, []int64{1, 2, 3}, ready)
+	assert.Equal(t, []int64{1, 2, 3}, []int64{js.History[0].Enqueued, js.History[1].Enqueued, js.History[2].Enqueued})
+}
+
+// A group held at its rate limit keeps its messages out of the lanes:
+// prioq's Stats then says ready 3, every lane 0 and oldest ready 0s. The
+// page does not show "0s": it says the age is unknown and how many wait
+// outside the lanes.
+func TestOldestReadyInGroupsNotShownAsZero(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	ctx := context.Background()
+	for range 4 {
+		_, err := q.Enqueue(ctx, []byte("x"), prioq.Group("zeta"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, q.SetGroupLimit(ctx, "zeta", prioq.GroupLimit{Rate: prioq.Rate{N: 1, Per: time.Hour}}))
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cons.Receive(short) // parks zeta at its rate
+	cancel()
+	require.Error(t, err)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st.Ready)
+	require.Equal(t, []int64{0, 0}, st.Lanes)
+	require.Zero(t, st.OldestReady, "what the library says")
+
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, _, body := req(t, srv, "GET", "/q/"+url.PathEscape(q.Name()), nil, nil)
+	assert.Contains(t, body, `<span id="oldest">unknown (in groups)</span>`)
+	assert.Contains(t, body, `<span id="outside-lanes">3</span> ready message(s) are not in the lanes`)
+	_, _, body = req(t, srv, "GET", "/api/queue/"+url.PathEscape(q.Name()), nil, nil)
+	assert.Contains(t, body, `"oldest":"unknown (in groups)"`)
+}
