@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ type MultiConfig struct {
 	Queues []string
 
 	// Pattern, when set, adds every queue whose name matches it (path.Match
-	// syntax: * ? [a-z]), found at start and every RescanInterval, after
+	// syntax: * ? [a-z], except that * and ? match "/" too), found at start and every RescanInterval, after
 	// Queues in strict order, in name order among themselves.
 	Pattern string
 
@@ -113,8 +112,8 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 		return nil, fmt.Errorf("%w: a MultiConsumer needs Queues or a Pattern", ErrInvalidOption)
 	}
 	if cfg.Pattern != "" {
-		if _, err := path.Match(cfg.Pattern, ""); err != nil {
-			return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, cfg.Pattern, err)
+		if _, err := store.NameGlob(cfg.Pattern); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Consumer.Weights != nil || cfg.Consumer.NoPromoter {
@@ -959,17 +958,13 @@ func (m *multi) rescanLoop(ctx context.Context) {
 }
 
 // ListQueues returns the names of the queues whose name matches pattern
-// (path.Match syntax; "" or "*" for all), sorted, found by SCAN of their meta
-// keys on every primary (never KEYS).
+// (path.Match syntax, except that * and ? match "/" too, so that "*" finds
+// "team/alpha"; "" for all), sorted, found by SCAN of their meta keys on
+// every primary (never KEYS).
 func ListQueues(ctx context.Context, c Client, pattern string) ([]string, error) {
-	if pattern == "" {
-		pattern = "*"
+	match, err := store.NameGlob(pattern)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
-	}
-	return store.ScanQueues(ctx, c, func(name string) bool {
-		ok, _ := path.Match(pattern, name)
-		return ok
-	})
+	return store.ScanQueues(ctx, c, match)
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mediocregopher/radix/v4"
 
 	"github.com/prioq/prioq"
 )
@@ -245,44 +242,12 @@ func (h *handler) snapshot(ctx context.Context, names []string) ([]queueRow, tim
 }
 
 // scanQueues returns the names of every queue on c, sorted, found by SCAN
-// of their meta keys on every primary (never KEYS). prioq.ListQueues does
-// the same but matches names with path.Match, whose "*" does not match "/":
-// it leaves out every queue named like "team/alpha". The library's fix is
-// noted for it; until then this reads the keys itself, as MetaKeyPattern
-// and QueueOfMetaKey are exported for.
+// of their meta keys on every primary (never KEYS), in snapshotTimeout at
+// most.
 func scanQueues(ctx context.Context, c prioq.Client) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
-	var nodes []radix.Client
-	switch c := c.(type) {
-	case radix.MultiClient:
-		sets, err := c.Clients()
-		if err != nil {
-			return nil, err
-		}
-		for _, rs := range sets {
-			nodes = append(nodes, rs.Primary)
-		}
-	case radix.Client:
-		nodes = append(nodes, c)
-	default:
-		return nil, fmt.Errorf("%w: listing queues needs a radix client", prioq.ErrInvalidOption)
-	}
-	var names []string
-	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: prioq.MetaKeyPattern, Count: 10000}).New(node)
-		var key string
-		for sc.Next(ctx, &key) {
-			if name, ok := prioq.QueueOfMetaKey(key); ok {
-				names = append(names, name)
-			}
-		}
-		if err := sc.Close(); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	return prioq.ListQueues(ctx, c, "")
 }
 
 // each calls f(i) for every i in [0, n), at most workers at a time, and

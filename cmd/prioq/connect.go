@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,49 +142,13 @@ func plain(ctx context.Context, addr string) bool {
 }
 
 // queueNames returns the names of the queues on c that match pattern, a
-// glob whose "*" matches any characters, "/" included: prioq.ListQueues
-// matches with path.Match, whose "*" does not match "/", and leaves out a
-// queue named "team/alpha" even from "*" (a library fix is noted for the
-// lead; until then the meta keys are read here, as MetaKeyPattern and
-// QueueOfMetaKey are exported for).
+// glob whose "*" matches any characters, "/" included (prioq.ListQueues).
 func queueNames(ctx context.Context, c redisClient, pattern string) ([]string, error) {
-	if pattern == "" {
-		pattern = "*"
-	}
-	slash := func(s string) string { return strings.ReplaceAll(s, "/", "\x00") } // so that * matches it
-	if _, err := path.Match(slash(pattern), ""); err != nil {
-		return nil, bad("pattern %q: %v", pattern, err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var nodes []radix.Client
-	switch c := c.(type) {
-	case radix.MultiClient:
-		sets, err := c.Clients()
-		if err != nil {
-			return nil, err
-		}
-		for _, rs := range sets {
-			nodes = append(nodes, rs.Primary)
-		}
-	case radix.Client:
-		nodes = append(nodes, c)
+	names, err := prioq.ListQueues(ctx, c, pattern)
+	if errors.Is(err, prioq.ErrInvalidOption) {
+		return nil, bad("%v", strings.TrimPrefix(err.Error(), "prioq: invalid option: "))
 	}
-	var names []string
-	for _, node := range nodes {
-		sc := (radix.ScannerConfig{Command: "SCAN", Pattern: prioq.MetaKeyPattern, Count: 10000}).New(node)
-		var key string
-		for sc.Next(ctx, &key) {
-			if name, ok := prioq.QueueOfMetaKey(key); ok {
-				if ok, _ := path.Match(slash(pattern), slash(name)); ok {
-					names = append(names, name)
-				}
-			}
-		}
-		if err := sc.Close(); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	return names, err
 }

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -47,4 +49,24 @@ func ScanQueues(ctx context.Context, c Client, match func(name string) bool) ([]
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// NameGlob compiles pattern, path.Match syntax (* ? [a-z] \x) in which "*"
+// and "?" match "/" too: queue names are not paths, and "team/alpha" must
+// match "*" and "team/*". "" means "*". A malformed pattern is
+// ErrInvalidOption.
+func NameGlob(pattern string) (func(name string) bool, error) {
+	if pattern == "" {
+		pattern = "*"
+	}
+	// A name never holds a NUL byte (validateName), so it can stand in for
+	// "/", which path.Match would not let a wildcard cross.
+	p := strings.ReplaceAll(pattern, "/", "\x00")
+	if _, err := path.Match(p, ""); err != nil {
+		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
+	}
+	return func(name string) bool {
+		ok, _ := path.Match(p, strings.ReplaceAll(name, "/", "\x00"))
+		return ok
+	}, nil
 }
