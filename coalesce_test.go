@@ -37,6 +37,11 @@ func pauseWrites(t *testing.T, c radix.Client, d time.Duration) {
 	require.NoError(t, c.Do(context.Background(), radix.Cmd(nil, "CLIENT", "PAUSE", strconv.Itoa(int(d.Milliseconds())), "WRITE")))
 }
 
+// quiet is a consumer config for the tests of a paused server: no
+// heartbeat, whose writes the pause would hold too, adding to the blocked
+// clients startHeld counts (the worker registry has tests of its own).
+var quiet = ConsumerConfig{NoPromoter: true, NoHeartbeat: true}
+
 // startHeld runs call in a goroutine and returns once the call is in flight
 // and held by the pause: the server counts one more blocked client than
 // before (the tests have no other blocking client), and the coalescer is busy.
@@ -224,7 +229,7 @@ func TestConcurrentTakesShareOneCall(t *testing.T) {
 	}
 	cons := make([]*Consumer, n)
 	for i := range cons {
-		cons[i] = newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+		cons[i] = newConsumer(t, q, quiet)
 	}
 	before := commandCalls(t, ctl)
 	pauseWrites(t, ctl, 500*time.Millisecond)
@@ -272,8 +277,8 @@ func TestCloseDropsAQueuedTake(t *testing.T) {
 		_, err := q.Enqueue(ctx, []byte("m"))
 		require.NoError(t, err)
 	}
-	a := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-	b, err := q.NewConsumer(ConsumerConfig{NoPromoter: true})
+	a := newConsumer(t, q, quiet)
+	b, err := q.NewConsumer(quiet)
 	require.NoError(t, err)
 	pauseWrites(t, ctl, 800*time.Millisecond)
 	first := startHeld(t, ctl, takesBusy(q), func() error { _, err := a.Receive(ctx); return err })

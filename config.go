@@ -70,6 +70,19 @@ type ConsumerConfig struct {
 	// moved to the dead letters: for metrics.
 	OnSweep func(redelivered, deadLettered int)
 
+	// Heartbeat is how often the consumer writes its record in the worker
+	// registry (Workers, Queue.Workers: its host, process, queues,
+	// concurrency, handlers running, messages delivered); the record lives
+	// three heartbeats, so a consumer that dies leaves the registry then.
+	// Defaults to DefaultHeartbeat. NoHeartbeat keeps the consumer out of
+	// the registry.
+	Heartbeat time.Duration
+
+	// NoHeartbeat keeps the consumer out of the worker registry: for a
+	// Redis user that may not write its keys (prioq:workers:*), or a
+	// consumer that should not be seen.
+	NoHeartbeat bool
+
 	// OnError receives errors of background work (promotion, sweeps, acks in
 	// Run, handler errors of AtMostOnce messages). Defaults to dropping them.
 	OnError func(error)
@@ -80,12 +93,12 @@ type ConsumerConfig struct {
 func (c ConsumerConfig) validate() error {
 	if err := negatives(map[string]int{"Concurrency": c.Concurrency}, map[string]time.Duration{
 		"Lease": c.Lease, "BlockTimeout": c.BlockTimeout, "PromoteWait": c.PromoteWait,
-		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval}); err != nil {
+		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat}); err != nil {
 		return err
 	}
 	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
 		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
-		"RetryInterval": c.RetryInterval})
+		"RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat})
 }
 
 func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
@@ -101,6 +114,7 @@ func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {
 	orDefault(&c.SweepInterval, max(min(DefaultSweepInterval, c.Lease/2), MinDuration))
 	orDefault(&c.GracePeriod, DefaultGracePeriod)
 	orDefault(&c.RetryInterval, DefaultRetryInterval)
+	orDefault(&c.Heartbeat, DefaultHeartbeat)
 	return c
 }
 

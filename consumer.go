@@ -51,6 +51,9 @@ type Consumer struct {
 	fetcher *fetcher
 
 	releasePool func() // gives back its blocking connections' reservation (pool.go)
+
+	id    string      // random: its poke keys' (fanin.go) and its name in the worker registry
+	stats workerStats // what its heartbeat reports (workers.go)
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
@@ -84,11 +87,11 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{q: q, cfg: cfg, name: q.name, mode: q.cfg.Mode, qcfg: &q.cfg, releasePool: release}
+	c := &Consumer{q: q, cfg: cfg, name: q.name, mode: q.cfg.Mode, qcfg: &q.cfg, releasePool: release, id: store.RandomID()}
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
 	sharded := len(q.shards) > 1
-	id := store.RandomID() // the consumer's poke keys' (fanin.go waiter)
+	id := c.id // the consumer's poke keys' (fanin.go waiter)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
@@ -108,6 +111,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			c.goBackground(w.run)
 		}
 	}
+	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} })
 	return c, nil
 }
 
@@ -194,7 +198,9 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 	if n < 1 {
 		return nil, fmt.Errorf("%w: ReceiveBatch(%d)", ErrInvalidOption, n)
 	}
-	return c.fetcher.receive(ctx, min(n, MaxBatch))
+	msgs, err := c.fetcher.receive(ctx, min(n, MaxBatch))
+	c.stats.delivered.Add(int64(len(msgs)))
+	return msgs, err
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in

@@ -55,6 +55,12 @@ const (
 	DefaultBlockTimeout           = 5 * time.Second
 	DefaultBlockTimeoutAtMostOnce = 2 * time.Second
 
+	// DefaultHeartbeat is ConsumerConfig.Heartbeat's default: a consumer
+	// writes its record in the worker registry this often, and a record
+	// lives three heartbeats, so a consumer that died leaves Workers within
+	// 15 seconds.
+	DefaultHeartbeat = 5 * time.Second
+
 	// DefaultPromoteWait is ConsumerConfig.PromoteWait's default.
 	DefaultPromoteWait = 30 * time.Second
 

@@ -21,6 +21,10 @@ var (
 	ErrEmptyPayload = store.ErrEmptyPayload
 	// ErrPayloadTooLarge is returned when a payload exceeds Config.MaxPayload.
 	ErrPayloadTooLarge = store.ErrPayloadTooLarge
+	// ErrRegistry wraps a failure of a consumer's heartbeat in the worker
+	// registry (Workers), reported to OnError once: the consumer works on,
+	// unlisted. ConsumerConfig.NoHeartbeat turns the heartbeat off.
+	ErrRegistry = store.ErrRegistry
 	// ErrInvalidOption is returned for an option that makes no sense (a negative
 	// delay, a batch size below 1, ...).
 	ErrInvalidOption = store.ErrInvalidOption

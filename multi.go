@@ -166,7 +166,7 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	if err := m.reserveNodes(ctx, opened); err != nil {
 		return nil, err
 	}
-	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: m.releaseNodes}
+	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: m.releaseNodes, id: store.RandomID()}
 	cons.bg, cons.stop = context.WithCancel(context.Background())
 	m.ccfg, m.bg, m.report, m.goBg = &cons.cfg, cons.bg, cons.report, cons.goBackground
 	cons.fetcher = &fetcher{cfg: &cons.cfg, bg: cons.bg, report: cons.report, multi: m, callTimeout: qcfg.CallTimeout}
@@ -179,7 +179,13 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	if cfg.Pattern != "" {
 		cons.goBackground(m.rescanLoop)
 	}
-	return &MultiConsumer{Consumer: cons, m: m}, nil
+	mc := &MultiConsumer{Consumer: cons, m: m}
+	cons.startHeartbeat(c, "multi", cfg.Pattern, func() []string {
+		names := mc.Queues()
+		slices.Sort(names)
+		return names
+	})
+	return mc, nil
 }
 
 // Add starts serving the queue name (it must exist), after those already

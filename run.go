@@ -49,7 +49,8 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	err := c.feed(ctx, slots, func(m *Message) {
 		wg.Add(1)
 		go func() {
-			defer func() { <-slots; wg.Done() }()
+			c.stats.running.Add(1)
+			defer func() { c.stats.running.Add(-1); <-slots; wg.Done() }()
 			c.handle(hctx, m, h)
 		}()
 	})

@@ -140,7 +140,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	tmpl, err := template.New("").Funcs(template.FuncMap{
 		"payload": func(b []byte) string { return payload(b, cfg.ShowPayloads) },
-		"ago":     func(t, now time.Time) string { return now.Sub(t).Round(time.Second).String() },
+		"ago":     func(t, now time.Time) string { return max(now.Sub(t), 0).Round(time.Second).String() },
 		// path is a queue name as one segment of a URL path: "team/alpha"
 		// is team%2Falpha, "a?b" a%3Fb, "c#d" c%23d, "50%" 50%25.
 		"path":   url.PathEscape,

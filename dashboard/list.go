@@ -20,6 +20,30 @@ type queueRow struct {
 	Stats    prioq.Stats
 	Reliable bool // AtLeastOnce: acks are counted
 	Err      string
+	// Consumers is how many live consumers serve it (the worker
+	// registry); -1 when the registry could not be read.
+	Consumers int
+}
+
+// Idle reports a queue with ready work that no live consumer serves.
+func (r queueRow) Idle() bool { return r.Err == "" && r.Consumers == 0 && r.Stats.Ready > 0 }
+
+// countConsumers fills each row's Consumers from one reading of the worker
+// registry.
+func (h *handler) countConsumers(ctx context.Context, rows []queueRow) {
+	ws, err := prioq.Workers(ctx, h.cfg.Client)
+	for i := range rows {
+		rows[i].Consumers = -1
+		if err != nil {
+			continue
+		}
+		rows[i].Consumers = 0
+		for _, w := range ws {
+			if w.Serves(rows[i].Name) {
+				rows[i].Consumers++
+			}
+		}
+	}
 }
 
 // The queue list's paging: rows per page by default and at most, and how
@@ -107,6 +131,7 @@ func (h *handler) listOf(r *http.Request) (lp listPage, ok bool, err error) {
 		})
 		rows = found[from:to]
 	}
+	h.countConsumers(ctx, rows)
 	link := func(p int, s string) string {
 		v := url.Values{}
 		if search != "" {
@@ -180,6 +205,8 @@ func (h *handler) indexJSON(w http.ResponseWriter, r *http.Request) {
 			st := statsMap(q.Stats)
 			st["reliable"] = q.Reliable
 			row["stats"] = st
+			row["consumers"] = q.Consumers
+			row["idle"] = q.Idle()
 		}
 		rows = append(rows, row)
 	}

@@ -41,7 +41,14 @@ type queueView struct {
 	Peek         []prioq.MessageInfo
 	Dead         []prioq.DeadLetter
 	Groups       []prioq.GroupStats
+	// Workers are the live consumers that serve it (the worker registry);
+	// WorkersErr says why they are not known.
+	Workers    []prioq.Worker
+	WorkersErr string
 }
+
+// Idle reports ready work that no live consumer serves.
+func (v queueView) Idle() bool { return v.WorkersErr == "" && len(v.Workers) == 0 && v.Stats.Ready > 0 }
 
 func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err error) {
 	v.Q = q
@@ -59,6 +66,9 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 		if v.Groups, err = q.Groups(ctx, topGroups); err != nil {
 			return v, err
 		}
+	}
+	if v.Workers, err = q.Workers(ctx); err != nil {
+		v.WorkersErr, err = err.Error(), nil // a registry the user may not read: the rest stands
 	}
 	v.OutsideLanes = v.Stats.Ready
 	for i := len(v.Stats.Lanes) - 1; i >= 0; i-- {
@@ -185,6 +195,13 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 		groups = append(groups, map[string]any{"group": g.Group, "ready": g.Ready, "in_flight": g.InFlight,
 			"limit": g.Limit, "rate": g.Rate.String(), "rate_set": g.Rate.N != 0, "parked": g.Parked, "rate_parked": g.RateParked})
 	}
+	workers := []map[string]any{}
+	for _, wk := range v.Workers {
+		workers = append(workers, map[string]any{"id": wk.ID, "kind": wk.Kind, "host": wk.Host, "pid": wk.PID,
+			"process": wk.Process, "queues": len(wk.Queues), "in_flight": wk.InFlight, "concurrency": wk.Concurrency,
+			"delivered": wk.Delivered, "started": wk.Started.UnixMilli(), "last_seen": wk.LastSeen.UnixMilli()})
+	}
+	m["workers"], m["workers_error"], m["idle"] = workers, v.WorkersErr, v.Idle()
 	m["peek"], m["dead_letters"], m["top_groups"] = peek, dead, groups
 	if r.URL.Query().Get("history") == "1" {
 		m["history"] = h.hist.of(q.Name())

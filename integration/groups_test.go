@@ -288,11 +288,13 @@ func TestGroupRateLimitWithConsumerProcesses(t *testing.T) {
 	}
 	// The unlimited group alone, then beside the limited one.
 	span := func(es []groupEvent) time.Duration { return time.Duration(es[len(es)-1].at - es[0].at) }
+	// (Deadlines, not speeds: a loaded CI machine took more than a minute
+	// for the 20,000; what is checked is the ratio below and the windows.)
 	enqueue("alone", free)
-	require.Eventually(t, func() bool { return len(taken("alone")) == free }, time.Minute, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(taken("alone")) == free }, 3*time.Minute, 10*time.Millisecond)
 	enqueue("limited", rate*(seconds+5))
 	enqueue("beside", free)
-	require.Eventually(t, func() bool { return len(taken("beside")) == free }, time.Minute, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(taken("beside")) == free }, 3*time.Minute, 10*time.Millisecond)
 	alone, beside := span(taken("alone")), span(taken("beside"))
 	t.Logf("unlimited group of %d: %v alone, %v beside the limited one (%.2fx)", free, alone, beside, float64(beside)/float64(alone))
 	assert.Less(t, beside, 2*alone+time.Second, "the limited group does not hold the other back")

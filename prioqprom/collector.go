@@ -18,6 +18,11 @@
 //	prioq_up{queue}                     1 when Stats answered within the timeout
 //	prioq_enqueued_messages_total{queue} messages stored since the queue began (counter)
 //	prioq_acked_messages_total{queue}   acks since the queue began (counter)
+//	prioq_consumers{queue}              live consumers that serve it (the worker registry,
+//	                                    prioq.Queue.Workers); absent when it could not be read
+//
+// Alert on prioq_consumers == 0 while the ready messages are above zero: a
+// queue nobody works on.
 //
 // The gauges are a queue's state; the two counters are its totals kept in
 // Redis (prioq.Stats.Enqueued, Acked), the same whichever process exports
@@ -58,7 +63,7 @@ type Collector struct {
 	cfg                                       Config
 	ready, delayed, inflight, dead, age, paus *prometheus.Desc
 	enqueued, acked                           *prometheus.Desc
-	up                                        *prometheus.Desc
+	up, consumers                             *prometheus.Desc
 }
 
 // NewCollector returns a Collector of cfg.Queues.
@@ -73,22 +78,23 @@ func NewCollector(cfg Config) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName(cfg.Namespace, "", name), help, append([]string{"queue"}, labels...), nil)
 	}
 	return &Collector{
-		cfg:      cfg,
-		ready:    d("ready_messages", "Ready messages per lane (lane 0 has the lowest priorities).", "lane"),
-		delayed:  d("delayed_messages", "Messages waiting for their due time."),
-		inflight: d("inflight_messages", "Messages leased to consumers (AtLeastOnce)."),
-		dead:     d("dead_messages", "Messages in the dead-letter list."),
-		age:      d("oldest_ready_age_seconds", "Age of the oldest message at the head of a lane; 0 when none is ready."),
-		paus:     d("paused", "1 while the queue's consumers are paused."),
-		enqueued: d("enqueued_messages_total", "Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates)."),
-		acked:    d("acked_messages_total", "Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates)."),
-		up:       d("up", "1 when the queue's Stats answered within the scrape's timeout."),
+		cfg:       cfg,
+		ready:     d("ready_messages", "Ready messages per lane (lane 0 has the lowest priorities).", "lane"),
+		delayed:   d("delayed_messages", "Messages waiting for their due time."),
+		inflight:  d("inflight_messages", "Messages leased to consumers (AtLeastOnce)."),
+		dead:      d("dead_messages", "Messages in the dead-letter list."),
+		age:       d("oldest_ready_age_seconds", "Age of the oldest message at the head of a lane; 0 when none is ready."),
+		paus:      d("paused", "1 while the queue's consumers are paused."),
+		enqueued:  d("enqueued_messages_total", "Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates)."),
+		acked:     d("acked_messages_total", "Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates)."),
+		up:        d("up", "1 when the queue's Stats answered within the scrape's timeout."),
+		consumers: d("consumers", "Live consumers that serve the queue (the worker registry: prioq.Queue.Workers)."),
 	}
 }
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up} {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers} {
 		ch <- d
 	}
 }
@@ -98,8 +104,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
 	type result struct {
-		st  prioq.Stats
-		err error
+		st      prioq.Stats
+		err     error
+		workers int // -1: not known
 	}
 	res := make([]result, len(c.cfg.Queues))
 	var wg sync.WaitGroup
@@ -108,7 +115,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		go func() {
 			defer wg.Done()
 			st, err := q.Stats(ctx)
-			res[i] = result{st, err}
+			res[i] = result{st, err, -1}
+			if ws, werr := q.Workers(ctx); werr == nil {
+				res[i].workers = len(ws)
+			}
 		}()
 	}
 	wg.Wait()
@@ -135,6 +145,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(c.paus, paused, name)
+		if res[i].workers >= 0 {
+			gauge(c.consumers, float64(res[i].workers), name)
+		}
 		// Totals kept in Redis: counters, so rate() works across restarts of
 		// the process that exports them.
 		ch <- prometheus.MustNewConstMetric(c.enqueued, prometheus.CounterValue, float64(st.Enqueued), name)

@@ -95,6 +95,22 @@ prioq_up{queue=%[2]q} 1
 		"prioq_dead_messages", "prioq_delayed_messages", "prioq_inflight_messages", "prioq_paused", "prioq_ready_messages", "prioq_up",
 		"prioq_enqueued_messages_total", "prioq_acked_messages_total"))
 
+	// The consumers of each queue (the worker registry): a has one, b none,
+	// which with b's ready message is what to alert on.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ws, err := a.Workers(ctx)
+		require.NoError(t, err)
+		if len(ws) == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
+# HELP prioq_consumers Live consumers that serve the queue (the worker registry: prioq.Queue.Workers).
+# TYPE prioq_consumers gauge
+prioq_consumers{queue=%[1]q} 1
+prioq_consumers{queue=%[2]q} 0
+`, a.Name(), b.Name())), "prioq_consumers"))
+
 	// An ack moves the ack total.
 	require.NoError(t, msgs[1].Ack(ctx))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
@@ -148,5 +164,5 @@ prioq_up{queue=%q} 1
 `, good.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, 1+3+8, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 8 more for the good one")
+	assert.Equal(t, 1+3+9, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 9 more for the good one (its consumers included)")
 }

@@ -96,13 +96,20 @@ them and actions are allowed (each confirmed with a count).
 
 Prefer the environment to the flags for secrets: a command line is visible
 to every user of the machine. Secrets are never printed.`},
+	"consumers": {args: "[queue] [--json]", about: "the live consumers (of one queue): host, process, queues, in flight",
+		details: `Every consumer that runs now (its heartbeat is in the registry; one that
+stopped leaves at once, one whose process died within three heartbeats,
+15 s by default), or those serving queue. "no consumer serves Q" for a queue
+with work means nobody works on it.
+
+  --json        one JSON object per consumer`},
 	"version": {args: "", about: "prioq's version and commit"},
 	"help":    {args: "[command]", about: "the commands, or one command's flags"},
 }
 
 // order is the order commands are listed in.
 var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "dead", "pause", "resume", "purge",
-	"limit", "rate", "web", "version", "help"}
+	"limit", "rate", "consumers", "web", "version", "help"}
 
 func usage() string {
 	var b strings.Builder
@@ -115,7 +122,7 @@ redis+sentinel://host:port[,host:port...]/master, redis+cluster://host:port[,hos
 commands:
 `)
 	for _, name := range order {
-		fmt.Fprintf(&b, "  %-8s %s\n", name, commands[name].about)
+		fmt.Fprintf(&b, "  %-9s %s\n", name, commands[name].about)
 	}
 	b.WriteString("\nprioq <command> --help tells its arguments and flags.\n")
 	return b.String()

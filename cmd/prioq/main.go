@@ -126,6 +126,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return listQueues(ctx, client, rest, stdout)
 	case "create":
 		return create(ctx, client, rest, stdout)
+	case "consumers":
+		return consumers(ctx, client, rest, stdout)
 	case "web":
 		return web(ctx, client, rest, stdout)
 	}

@@ -185,6 +185,13 @@
         : [['ready', '#4a7bd0'], ['delayed', '#d08a4a']], 'messages');
       chart($('rates'), r, reliable ? [['enqueued', '#8a4ad0'], ['acked', '#3a9a9a'], ['died', '#c0392b']] : [['enqueued', '#8a4ad0']], 'messages/s');
 
+      if ($('idle')) $('idle').hidden = !s.idle;
+      set('workers-count', s.workers.length + ' live consumer(s) serve it');
+      if ($('workers-error')) $('workers-error').hidden = !s.workers_error;
+      set('workers-error-text', s.workers_error);
+      fill('#workers tbody', s.workers.map((w) => row([w.id + ' (' + w.kind + ')', w.host, w.process + ' ' + w.pid,
+        w.in_flight + ' of ' + w.concurrency, w.delivered, dur(s.at - w.started), dur(Math.max(0, s.at - w.last_seen)) + ' ago'])),
+        'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
       fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
       if (!reliable) return;
@@ -245,20 +252,21 @@
           let tr;
           if (q.error) {
             tr = row([name, q.error]);
-            tr.lastChild.colSpan = 8;
+            tr.lastChild.colSpan = 9;
             tr.lastChild.className = 'err';
           } else {
             const s = q.stats, r = rate(q.name, s, js.at);
-            tr = row([name, s.ready, s.delayed, s.in_flight, s.dead, s.oldest, s.paused ? 'paused' : '–',
+            const cons = q.consumers < 0 ? '?' : (q.idle ? 'none' : q.consumers);
+            tr = row([name, s.ready, s.delayed, s.in_flight, cons, s.dead, s.oldest, s.paused ? 'paused' : '–',
               fmtRate(r.enqueued), s.reliable === false ? '–' : fmtRate(r.acked)]);
-            ['', 'ready', 'delayed', 'in_flight', 'dead', 'oldest', 'paused', 'enq-rate', 'ack-rate']
+            ['', 'ready', 'delayed', 'in_flight', q.idle ? 'consumers idle' : 'consumers', 'dead', 'oldest', 'paused', 'enq-rate', 'ack-rate']
               .forEach((cls, i) => { if (cls) tr.children[i].className = cls; });
           }
           tr.dataset.queue = q.name;
           return tr;
         });
         fill('#queues tbody', rows, body.dataset.search ? 'no queue name contains "' + body.dataset.search + '"'
-          : 'no queues yet: they appear here once created', 9);
+          : 'no queues yet: they appear here once created', 10);
       } catch (e) { stale(e); }
     }
     // A sort by depth reads every queue (a snapshot reused for 5 s): poll

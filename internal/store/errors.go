@@ -22,6 +22,9 @@ var (
 	ErrEmptyPayload = errors.New("prioq: empty payload")
 	// ErrPayloadTooLarge is returned when a payload exceeds Config.MaxPayload.
 	ErrPayloadTooLarge = errors.New("prioq: payload too large")
+	// ErrRegistry wraps a failure of a consumer's heartbeat in the worker
+	// registry, reported to OnError: the consumer works on, unlisted.
+	ErrRegistry = errors.New("prioq: worker registry")
 	// ErrInvalidOption is returned for an option that makes no sense (a negative
 	// delay, a batch size below 1, ...).
 	ErrInvalidOption = errors.New("prioq: invalid option")
