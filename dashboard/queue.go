@@ -39,6 +39,8 @@ type queueView struct {
 	// a limit.
 	OutsideLanes int64
 	Peek         []prioq.MessageInfo
+	Delayed      []prioq.ScheduledMessage // soonest due first
+	Leased       []prioq.LeasedMessage    // soonest lease end first
 	Dead         []prioq.DeadLetter
 	Groups       []prioq.GroupStats
 	// Workers are the live consumers that serve it (the worker registry);
@@ -59,7 +61,13 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 	if v.Peek, err = q.Peek(ctx, peekRows); err != nil {
 		return v, err
 	}
+	if v.Delayed, err = q.Scheduled(ctx, 0, peekRows); err != nil {
+		return v, err
+	}
 	if q.Mode() == prioq.AtLeastOnce {
+		if v.Leased, err = q.Leased(ctx, 0, peekRows); err != nil {
+			return v, err
+		}
 		if v.Dead, err = q.DeadLetters(ctx, 0, deadRows); err != nil {
 			return v, err
 		}
@@ -185,6 +193,17 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 		peek = append(peek, map[string]any{"id": p.ID, "priority": p.Priority, "attempts": p.Attempts,
 			"enqueued": p.EnqueuedAt.UnixMilli(), "payload": payload(p.Payload, h.cfg.ShowPayloads)})
 	}
+	delayed := []map[string]any{}
+	for _, d := range v.Delayed {
+		delayed = append(delayed, map[string]any{"id": d.ID, "priority": d.Priority, "attempts": d.Attempts,
+			"due": d.Due.UnixMilli(), "payload": payload(d.Payload, h.cfg.ShowPayloads)})
+	}
+	leased := []map[string]any{}
+	for _, l := range v.Leased {
+		leased = append(leased, map[string]any{"id": l.ID, "priority": l.Priority, "attempts": l.Attempts,
+			"taken": l.TakenAt.UnixMilli(), "deadline": l.LeaseDeadline.UnixMilli(), "payload": payload(l.Payload, h.cfg.ShowPayloads)})
+	}
+	m["delayed_messages"], m["leased"] = delayed, leased
 	dead := []map[string]any{}
 	for _, d := range v.Dead {
 		dead = append(dead, map[string]any{"id": d.ID, "priority": d.Priority, "attempts": d.Attempts,

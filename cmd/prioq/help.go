@@ -47,8 +47,12 @@ var commands = map[string]*command{
                 elsewhere one block follows another. When Redis cannot be read it
                 says so and keeps trying.
   --groups N    the N most loaded groups (default 10)`},
-	"peek": {args: "<queue> [-n N] [--payload]", about: "the next messages, without taking them", onQueue: peek,
-		details: `  -n N          how many (default 10); says "N of M ready" when there are more
+	"peek": {args: "<queue> [--state ready|delayed|in-flight] [-n N] [--from K] [--payload]",
+		about: "the next messages, without taking them; or the delayed ones, or those in flight", onQueue: peek,
+		details: `  --state S     ready (default: the next to be taken), delayed (soonest due
+                first) or in-flight (soonest lease end first, with when taken)
+  -n N          how many (default 10); says "N of M ready" when there are more
+  --from K      delayed and in-flight: skip the first K (a page)
   --payload     show payloads (hidden by default: they may hold personal data)`},
 	"enqueue": {args: "<queue> [--priority P] [--delay D] [--id ID] [--group G] [--header k=v]... [payload | -]",
 		about: "enqueue a message (the payload from stdin with - or none)", onQueue: enqueue,

@@ -25,8 +25,23 @@ func peek(ctx context.Context, q *prioq.Queue, args []string, _ io.Reader, w io.
 	fs := newFlags("peek")
 	n := fs.Int("n", 10, "")
 	payload := fs.Bool("payload", false, "")
+	state := fs.String("state", "ready", "")
+	from := fs.Int("from", 0, "")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *n < 1 || *from < 0 {
+		return bad("peek: -n %d --from %d: -n at least 1, --from at least 0", *n, *from)
+	}
+	switch *state {
+	case "ready":
+		if *from != 0 {
+			return bad("peek: --from needs --state delayed or in-flight (ready messages are shown from the next one)")
+		}
+	case "delayed", "in-flight":
+		return peekState(ctx, q, *state, *from, *n, *payload, w)
+	default:
+		return bad("peek: --state %q: ready, delayed or in-flight", *state)
 	}
 	st, err := q.Stats(ctx)
 	if err != nil {
@@ -251,4 +266,47 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 			fmt.Sprintf("delete every dead letter of %q?", q.Name()), "dead letters", q.PurgeDead)
 	}
 	return bad("unknown dead command %q (prioq dead --help)", sub)
+}
+
+// peekState lists a page of the delayed messages (soonest due first) or of
+// those in flight (soonest lease deadline first), and how many there are.
+func peekState(ctx context.Context, q *prioq.Queue, state string, from, n int, payload bool, w io.Writer) error {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var shown int
+	total := st.Delayed
+	if state == "delayed" {
+		msgs, err := q.Scheduled(ctx, from, n)
+		if err != nil {
+			return err
+		}
+		shown = len(msgs)
+		fmt.Fprintln(tw, "id\tpriority\tattempts\tdue\tenqueued\tpayload")
+		for _, m := range msgs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.Due.UTC().Format(time.RFC3339),
+				m.EnqueuedAt.UTC().Format(time.RFC3339), showPayload(m.Payload, payload))
+		}
+	} else {
+		total = st.InFlight
+		msgs, err := q.Leased(ctx, from, n)
+		if err != nil {
+			return err
+		}
+		shown = len(msgs)
+		fmt.Fprintln(tw, "id\tpriority\tattempts\ttaken\tlease ends\tpayload")
+		for _, m := range msgs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.TakenAt.UTC().Format(time.RFC3339),
+				m.LeaseDeadline.UTC().Format(time.RFC3339), showPayload(m.Payload, payload))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if shown < int(total) {
+		fmt.Fprintf(w, "%d-%d of %d %s (--from and -n page)\n", min(from+1, from+shown), from+shown, total, state)
+	}
+	return nil
 }

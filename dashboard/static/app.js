@@ -194,7 +194,11 @@
         'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
       fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
+      set('delayed-count', s.delayed_messages.length + ' of ' + s.delayed + ', soonest due first');
+      fill('#delayedmsgs tbody', s.delayed_messages.map((m) => row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload])), 'nothing delayed', 5);
       if (!reliable) return;
+      set('leased-count', s.leased.length + ' of ' + s.in_flight + ', soonest lease end first');
+      fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.payload])), 'nothing in flight', 6);
       set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
       fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
         g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);

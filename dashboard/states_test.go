@@ -1,0 +1,58 @@
+package dashboard
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prioq/prioq"
+)
+
+// A queue's page shows its delayed messages (soonest due first) and those
+// in flight (soonest lease end first), each table live: an ack empties the
+// in-flight table without a reload.
+func TestQueuePageShowsDelayedAndInFlight(t *testing.T) {
+	ctx := browser(t)
+	rctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	for _, id := range []string{"in-2h", "in-1h"} {
+		d := time.Hour
+		if id == "in-2h" {
+			d = 2 * time.Hour
+		}
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.ID(id), prioq.Delay(d))
+		require.NoError(t, err)
+	}
+	_, err := q.Enqueue(rctx, []byte("x"), prioq.ID("working"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true, Lease: time.Minute})
+	require.NoError(t, err)
+	defer cons.Close(rctx)
+	m, err := cons.Receive(rctx)
+	require.NoError(t, err)
+
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var delayed, delayedCount, leased string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#leased`),
+		chromedp.Text(`#delayedmsgs tbody`, &delayed), chromedp.Text(`#delayed-count`, &delayedCount),
+		chromedp.Text(`#leased tbody`, &leased)))
+	assert.Less(t, strings.Index(delayed, "in-1h"), strings.Index(delayed, "in-2h"), "soonest due first: %q", delayed)
+	assert.True(t, strings.Index(delayed, "in-1h") >= 0, delayed)
+	assert.Equal(t, "2 of 2, soonest due first", delayedCount)
+	assert.Contains(t, leased, "working")
+	require.NoError(t, m.Ack(rctx))
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelector('#leased tbody').textContent === 'nothing in flight'`, nil,
+			chromedp.WithPollingTimeout(10*time.Second))))
+}
