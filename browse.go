@@ -95,3 +95,23 @@ func browse[T any](q *Queue, what string, start, n int,
 	}
 	return all[start:min(start+n, len(all))], nil
 }
+
+// RunNow makes the delayed message id ready at once, in its place among the
+// ready messages of its priority as if it had just become due (its group's
+// turn, with a group), instead of waiting for its due time. ErrNotFound when
+// no delayed message has that id (never delayed, promoted already, cancelled).
+// Its due time is moved first, then the due messages are promoted: when the
+// second step fails RunNow returns its error, and the message, due now, is
+// promoted by any consumer's promoter in its next round.
+func (q *Queue) RunNow(ctx context.Context, id string) error {
+	if err := store.ValidateID(id); err != nil {
+		return err
+	}
+	for _, s := range q.shards {
+		ok, err := s.RunNow(ctx, id)
+		if ok || err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: no delayed message %q in %q", ErrNotFound, id, q.name)
+}

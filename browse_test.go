@@ -104,3 +104,49 @@ func TestBrowseDelayedAndInFlight(t *testing.T) {
 		})
 	}
 }
+
+// RunNow moves a delayed message to the ready ones at once, by itself (no
+// promoter runs here), on every layout, with a group too; a second call, an
+// unknown id or a cancelled message get ErrNotFound.
+func TestRunNow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		opts []Option
+	}{
+		{"Levels", Config{Layout: Levels(3)}, nil},
+		{"Range", Config{Layout: Range(0, 1000, 4)}, nil},
+		{"Sharded", Config{Layout: Levels(3), Shards: 3}, nil},
+		{"Group", Config{Layout: Levels(3)}, []Option{Group("acme")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newClient(t)
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, cl, tc.cfg)
+			c := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			for _, id := range []string{"soon", "later", "cancelled"} {
+				opts := append([]Option{ID(id), Priority(1), Delay(time.Hour)}, tc.opts...)
+				_, err := q.Enqueue(ctx, []byte(id), opts...)
+				require.NoError(t, err)
+			}
+			require.NoError(t, q.RunNow(ctx, "soon"))
+			rctx := ctxT(t, 5*time.Second)
+			m, err := c.Receive(rctx)
+			require.NoError(t, err)
+			require.Equal(t, "soon", m.ID)
+			require.NoError(t, m.Ack(ctx))
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), st.Delayed)
+			require.ErrorIs(t, q.RunNow(ctx, "soon"), ErrNotFound)
+			require.ErrorIs(t, q.RunNow(ctx, "nobody"), ErrNotFound)
+			require.NoError(t, q.Cancel(ctx, "cancelled"))
+			require.ErrorIs(t, q.RunNow(ctx, "cancelled"), ErrNotFound)
+			require.ErrorIs(t, q.RunNow(ctx, ""), ErrInvalidID)
+			page, err := q.Scheduled(ctx, 0, 10)
+			require.NoError(t, err)
+			require.Len(t, page, 1)
+			require.Equal(t, "later", page[0].ID)
+		})
+	}
+}

@@ -87,11 +87,33 @@ func confirm(ctx context.Context, q *prioq.Queue, a Action, id string) (confirma
 		c.What = fmt.Sprintf("%d ready and %d delayed message(s), %d in all, are deleted for good (those enqueued since too); "+
 			"the %d in flight and the %d dead stay.", st.Ready, st.Delayed, c.Count, st.InFlight, st.Dead)
 		c.Button = fmt.Sprintf("Delete %d waiting message(s)", c.Count)
+	case RunNow, Cancel:
+		c.Count = 1
+		d, found, err := findDelayed(ctx, q, id)
+		if err != nil {
+			return c, err
+		}
+		if a == RunNow {
+			c.Title = "Run the delayed message " + strconv.Quote(id) + " now?"
+			if !found {
+				return c, fmt.Errorf("%w: no delayed message %q in %s", prioq.ErrNotFound, id, name)
+			}
+			c.What = fmt.Sprintf("1 message, due in %v, becomes ready at once: priority %d, %d attempt(s) before.",
+				d.Due.Sub(c.At).Round(time.Second), d.Priority, d.Attempts)
+			c.Button = "Run 1 message now"
+		} else {
+			c.Title = "Cancel the message " + strconv.Quote(id) + "?"
+			c.What = "1 waiting message (ready or delayed) is deleted for good and its id released; one in flight or dead is not."
+			if found {
+				c.What = fmt.Sprintf("1 delayed message, due in %v, is deleted for good and its id released.", d.Due.Sub(c.At).Round(time.Second))
+			}
+			c.Button = "Cancel 1 message"
+		}
 	}
 	if c.Count == 0 && a != Pause && a != Resume && c.Refused == "" {
 		c.Refused = "there is nothing to " + string(a)
 	}
-	if q.Mode() != prioq.AtLeastOnce && a != Purge {
+	if q.Mode() != prioq.AtLeastOnce && a != Purge && a != RunNow && a != Cancel {
 		c.Refused = "an at-most-once queue has no " + map[bool]string{true: "pause", false: "dead letters"}[a == Pause || a == Resume]
 	}
 	return c, nil
@@ -115,6 +137,26 @@ func findDead(ctx context.Context, q *prioq.Queue, id string) (prioq.DeadLetter,
 		}
 	}
 	return prioq.DeadLetter{}, false, nil
+}
+
+// findDelayed looks for the delayed message id, a page at a time.
+func findDelayed(ctx context.Context, q *prioq.Queue, id string) (prioq.ScheduledMessage, bool, error) {
+	const page = 500
+	for p := 0; p < findDeadPages; p++ {
+		msgs, err := q.Scheduled(ctx, p*page, page)
+		if err != nil {
+			return prioq.ScheduledMessage{}, false, err
+		}
+		for _, m := range msgs {
+			if m.ID == id {
+				return m, true, nil
+			}
+		}
+		if len(msgs) < page {
+			break
+		}
+	}
+	return prioq.ScheduledMessage{}, false, nil
 }
 
 // confirmPage is an action's confirmation: a GET that changes nothing, and
@@ -193,6 +235,10 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		n, err = q.PurgeDead(ctx)
 	case Purge:
 		n, err = q.Purge(ctx)
+	case RunNow:
+		err, n = q.RunNow(ctx, id), 1
+	case Cancel:
+		err, n = q.Cancel(ctx, id), 1
 	}
 	if err != nil {
 		h.fail(w, err)

@@ -33,11 +33,15 @@ const (
 	PurgeDead Action = "purge-dead"
 	// Purge deletes every waiting (ready and delayed) message of a queue.
 	Purge Action = "purge"
+	// RunNow makes one delayed message ready at once (prioq.Queue.RunNow).
+	RunNow Action = "run-now"
+	// Cancel deletes one waiting message by id (prioq.Queue.Cancel).
+	Cancel Action = "cancel"
 )
 
 // actions are the state-changing actions, in the order a queue's page shows
 // them.
-var actions = []Action{Pause, Resume, Requeue, RequeueAll, PurgeDead, Purge}
+var actions = []Action{Pause, Resume, Requeue, RequeueAll, PurgeDead, Purge, RunNow, Cancel}
 
 func knownAction(s string) (Action, bool) {
 	for _, a := range actions {

@@ -142,6 +142,8 @@ func doneMessage(r *http.Request) string {
 		RequeueAll: "Requeued " + strconv.FormatInt(n, 10) + " dead letter(s).",
 		PurgeDead:  "Deleted " + strconv.FormatInt(n, 10) + " dead letter(s).",
 		Purge:      "Deleted " + strconv.FormatInt(n, 10) + " waiting message(s).",
+		RunNow:     "The message " + strconv.Quote(query.Get("id")) + " is ready now.",
+		Cancel:     "Cancelled the message " + strconv.Quote(query.Get("id")) + ".",
 	}[a]
 	if e := query.Get("expect"); e != "" && (a == RequeueAll || a == PurgeDead || a == Purge) && e != query.Get("n") {
 		msg += " The confirmation counted " + e + ": the queue changed in between."

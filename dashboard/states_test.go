@@ -56,3 +56,56 @@ func TestQueuePageShowsDelayedAndInFlight(t *testing.T) {
 		chromedp.Poll(`document.querySelector('#leased tbody').textContent === 'nothing in flight'`, nil,
 			chromedp.WithPollingTimeout(10*time.Second))))
 }
+
+// A delayed message runs now, and another is cancelled, each by clicking
+// through its confirmation (which changes nothing and says when it was due);
+// without the right the buttons are not there.
+func TestRunNowAndCancelFromThePage(t *testing.T) {
+	ctx := browser(t)
+	rctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	for _, id := range []string{"report", "reminder"} {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.ID(id), prioq.Delay(time.Hour))
+		require.NoError(t, err)
+	}
+	h, err := New(Config{Client: client, Authorize: allowAll})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var what, done string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#delayedmsgs`),
+		chromedp.Click(`a.run-now[data-id="report"]`),
+		chromedp.WaitVisible(`#confirm`), chromedp.Text(`#what`, &what)))
+	assert.Contains(t, what, "due in 59m")
+	st, err := q.Stats(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), st.Delayed, "a confirmation page changes nothing")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#confirm`), chromedp.WaitVisible(`#done`), chromedp.Text(`#done`, &done)))
+	assert.Equal(t, `The message "report" is ready now.`, done)
+	st, err = q.Stats(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Ready)
+	assert.Equal(t, int64(1), st.Delayed)
+
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`a.cancel[data-id="reminder"]`),
+		chromedp.WaitVisible(`#confirm`), chromedp.Click(`#confirm`), chromedp.WaitVisible(`#done`),
+		chromedp.Text(`#done`, &done)))
+	assert.Equal(t, `Cancelled the message "reminder".`, done)
+	st, err = q.Stats(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.Delayed)
+
+	// Read-only (no Authorize): no buttons.
+	_, err = q.Enqueue(rctx, []byte("x"), prioq.ID("later"), prioq.Delay(time.Hour))
+	require.NoError(t, err)
+	ro, err := New(Config{Client: client})
+	require.NoError(t, err)
+	rsrv := httptest.NewServer(ro)
+	defer rsrv.Close()
+	var buttons int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(rsrv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#delayedmsgs`), chromedp.Sleep(2500*time.Millisecond), // a poll redrew the table
+		chromedp.Evaluate(`document.querySelectorAll('#delayedmsgs a.button').length`, &buttons)))
+	assert.Equal(t, 0, buttons)
+}

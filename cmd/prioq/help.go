@@ -67,7 +67,8 @@ var commands = map[string]*command{
 	"rate": {args: "<queue> <N/D | none>", onQueue: rate,
 		about:   "the queue's rate limit: at most N taken in any window D",
 		details: `D is at least 10ms; none removes the limit.`},
-	"cancel": {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
+	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
+	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
 		about: "the dead letters: list, show, requeue one or all, purge", onQueue: dead,
 		details: `  list          the oldest N (-n, default 20), saying "N of M" when there are more
@@ -112,7 +113,7 @@ with work means nobody works on it.
 }
 
 // order is the order commands are listed in.
-var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "dead", "pause", "resume", "purge",
+var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
 	"limit", "rate", "consumers", "web", "version", "help"}
 
 func usage() string {

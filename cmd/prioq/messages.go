@@ -139,6 +139,17 @@ func cancel(ctx context.Context, q *prioq.Queue, args []string, _ io.Reader, w i
 	return nil
 }
 
+func runNow(ctx context.Context, q *prioq.Queue, args []string, _ io.Reader, w io.Writer) error {
+	if len(args) != 1 {
+		return bad("usage: prioq run-now <queue> <id>")
+	}
+	if err := q.RunNow(ctx, args[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s is ready now\n", args[0])
+	return nil
+}
+
 func pauseResume(cmd string) func(context.Context, *prioq.Queue, []string, io.Reader, io.Writer) error {
 	return func(ctx context.Context, q *prioq.Queue, args []string, _ io.Reader, w io.Writer) error {
 		if len(args) != 0 {

@@ -52,3 +52,21 @@ func TestPeekDelayedAndInFlight(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", args, errOut)
 	}
 }
+
+// prioq run-now makes a delayed message ready; an unknown one is refused.
+func TestRunNowCommand(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	_, err := q.Enqueue(ctx, []byte("x"), prioq.ID("report"), prioq.Delay(time.Hour))
+	require.NoError(t, err)
+	out, errOut, code := prioqCmd(t, "", "run-now", q.Name(), "report")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "report is ready now\n", out)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Ready)
+	assert.Equal(t, int64(0), st.Delayed)
+	_, errOut, code = prioqCmd(t, "", "run-now", q.Name(), "report")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "no delayed message")
+}

@@ -160,6 +160,7 @@
     const path = encodeURIComponent(queue);
     const reliable = body.dataset.reliable === 'true';
     const canRequeue = body.dataset.canRequeue === 'true';
+    const canRunNow = body.dataset.canRunNow === 'true', canCancel = body.dataset.canCancel === 'true';
     let samples = [];
     function render(s) {
       fresh(s.at);
@@ -195,7 +196,13 @@
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
       fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
       set('delayed-count', s.delayed_messages.length + ' of ' + s.delayed + ', soonest due first');
-      fill('#delayedmsgs tbody', s.delayed_messages.map((m) => row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload])), 'nothing delayed', 5);
+      fill('#delayedmsgs tbody', s.delayed_messages.map((m) => {
+        const tr = row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
+        const q = '?id=' + encodeURIComponent(m.id);
+        if (canRunNow) tr.lastChild.append(link('Run now…', path + '/run-now' + q, 'button run-now', { id: m.id }), ' ');
+        if (canCancel) tr.lastChild.append(link('Cancel…', path + '/cancel' + q, 'button danger cancel', { id: m.id }));
+        return tr;
+      }), 'nothing delayed', 6);
       if (!reliable) return;
       set('leased-count', s.leased.length + ' of ' + s.in_flight + ', soonest lease end first');
       fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.payload])), 'nothing in flight', 6);

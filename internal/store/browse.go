@@ -158,3 +158,36 @@ func (s *Shard) Lens(ctx context.Context) (delayed, inFlight int64, err error) {
 	})
 	return delayed, inFlight, err
 }
+
+// RunNow makes the delayed message id due at once and promotes what is due
+// on the shard. It reports false when the shard holds no delayed message
+// of that id (never scheduled here, promoted, cancelled). Two steps: the
+// due time is moved by a ZADD XX, which never creates a member (a message
+// promoted meanwhile is not brought back), then PromoteDue; if the second
+// fails, the message is due and any promoter's next round moves it.
+func (s *Shard) RunNow(ctx context.Context, id string) (bool, error) {
+	var rec []byte
+	if err := s.do(ctx, radix.Cmd(&rec, "HGET", s.k.dstore, id)); err != nil {
+		return false, fmt.Errorf("prioq: run %q now: %w", id, err)
+	}
+	// "lane|score|" seq‖envelope: the member is seq‖id.
+	starts := unknownLaneStarts(rec)
+	if len(starts) < 3 {
+		return false, nil // none, or a record too damaged to name its member
+	}
+	member := string(rec[starts[1]:starts[2]]) + id
+	var changed int
+	if err := s.do(ctx, radix.Cmd(&changed, "ZADD", s.k.delayed, "XX", "CH", "0", member)); err != nil {
+		return false, fmt.Errorf("prioq: run %q now: %w", id, err)
+	}
+	if changed == 0 {
+		var score *string
+		if err := s.do(ctx, radix.Cmd(&score, "ZSCORE", s.k.delayed, member)); err != nil || score == nil {
+			return false, err // promoted or cancelled meanwhile
+		}
+	}
+	if _, _, err := s.PromoteDue(ctx); err != nil {
+		return true, fmt.Errorf("prioq: run %q now: it is due, its promotion failed (a promoter's next round moves it): %w", id, err)
+	}
+	return true, nil
+}
