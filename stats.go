@@ -41,6 +41,19 @@ type Stats struct {
 	Enqueued int64
 	Acked    int64
 
+	// Retried, DeadLettered and Expired are the failures' totals since the
+	// queue began (AtLeastOnce), for rates as Enqueued and Acked: deliveries
+	// that failed and were scheduled again (Retry, an error of Run's
+	// handler), messages moved to the dead letters (MaxAttempts reached, or
+	// by the sweep), and leases that ended unacked (their messages delivered
+	// again by the sweep: a consumer that died or was too slow). The failure
+	// rate over an interval is (ΔRetried + ΔDeadLettered) / (ΔAcked +
+	// ΔRetried + ΔDeadLettered). Each is counted just after what it counts,
+	// in a call of its own: one lost with its process is not counted.
+	Retried      int64
+	DeadLettered int64
+	Expired      int64
+
 	// Shards are the figures of each shard, shard 0 first, for a queue of
 	// several shards (nil for one): the figures above are their sums (Paused:
 	// any; OldestReady: the oldest).
@@ -90,6 +103,9 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		st.Dead += p.Dead
 		st.Enqueued += p.Enqueued
 		st.Acked += p.Acked
+		st.Retried += p.Retried
+		st.DeadLettered += p.DeadLettered
+		st.Expired += p.Expired
 		st.OldestReady = max(st.OldestReady, p.OldestReady)
 		st.Paused = st.Paused || p.Paused
 	}
@@ -109,5 +125,6 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 // statsOf is the Stats of one shard's figures.
 func statsOf(s store.Stats) Stats {
 	return Stats{Lanes: s.Lanes, Ready: s.Ready, Groups: s.Groups, Delayed: s.Delayed, InFlight: s.InFlight,
-		Dead: s.Dead, OldestReady: s.OldestReady, Paused: s.Paused, Enqueued: s.Enqueued, Acked: s.Acked}
+		Dead: s.Dead, OldestReady: s.OldestReady, Paused: s.Paused, Enqueued: s.Enqueued, Acked: s.Acked,
+		Retried: s.Retried, DeadLettered: s.DeadLetters, Expired: s.Expired}
 }

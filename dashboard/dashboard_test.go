@@ -206,17 +206,18 @@ func TestDashboardShowsRates(t *testing.T) {
 		return chromedp.Poll(`parseFloat(document.querySelector('`+sel+`').textContent) > 0`, nil,
 			chromedp.WithPollingTimeout(15*time.Second))
 	}
-	var enq, ack string
+	var enq, ack, failed string
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(`#queues`),
 		positive(`tr[data-queue] .enq-rate`), positive(`tr[data-queue] .ack-rate`),
 		chromedp.Click(`a[href="q/`+q.Name()+`"]`),
 		chromedp.WaitVisible(`#rates`),
-		positive(`#enq-rate`), positive(`#ack-rate`),
-		chromedp.Text(`#enq-rate`, &enq), chromedp.Text(`#ack-rate`, &ack),
+		positive(`#enq-rate`), positive(`#ack-rate`), positive(`#fail-rate`),
+		chromedp.Text(`#enq-rate`, &enq), chromedp.Text(`#ack-rate`, &ack), chromedp.Text(`#fail-rate`, &failed),
 	))
-	t.Logf("shown: %s enqueued/s, %s acked/s (the producer sends about 50/s)", enq, ack)
+	t.Logf("shown: %s enqueued/s, %s acked/s (the producer sends about 50/s), %s failed (1 in 20 handlers fail)", enq, ack, failed)
+	assert.Regexp(t, `^\d+\.\d%$`, failed)
 	if os.Getenv("PRIOQ_SCREENSHOT_DIR") != "" {
 		require.NoError(t, chromedp.Run(ctx, chromedp.Sleep(20*time.Second)))
 		shoot(t, ctx, "dashboard-under-load.png")
@@ -233,6 +234,8 @@ func TestDashboardShowsRates(t *testing.T) {
 	require.Equal(t, 200, rec.Code)
 	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"enqueued":%d`, st.Enqueued))
 	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"acked":%d`, st.Acked))
+	assert.Contains(t, rec.Body.String(), fmt.Sprintf(`"retried":%d`, st.Retried))
+	assert.Positive(t, st.Retried, "1 in 20 handlers failed")
 	assert.Greater(t, st.Enqueued, int64(0))
 }
 

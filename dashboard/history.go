@@ -28,6 +28,8 @@ type sample struct {
 	Dead     int64 `json:"dead"`
 	Enqueued int64 `json:"enqueued"`
 	Acked    int64 `json:"acked"`
+	Retried  int64 `json:"retried"`
+	DeadLtd  int64 `json:"dead_lettered"`
 }
 
 type history struct {
@@ -50,7 +52,8 @@ func (h *history) add(queue string, at time.Time, st prioq.Stats) {
 		h.forgetOldest()
 	}
 	s = append(s, sample{At: at.UnixMilli(), Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
-		Dead: st.Dead, Enqueued: st.Enqueued, Acked: st.Acked})
+		Dead: st.Dead, Enqueued: st.Enqueued, Acked: st.Acked,
+		Retried: st.Retried, DeadLtd: st.DeadLettered})
 	cut := 0
 	for cut < len(s) && s[cut].At < at.Add(-historySpan).UnixMilli() {
 		cut++

@@ -155,7 +155,8 @@ func doneMessage(r *http.Request) string {
 func statsMap(st prioq.Stats) map[string]any {
 	m := map[string]any{"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed,
 		"in_flight": st.InFlight, "dead": st.Dead, "oldest_ready_s": st.OldestReady.Seconds(), "oldest": oldest(st),
-		"paused": st.Paused, "enqueued": st.Enqueued, "acked": st.Acked, "groups": st.Groups}
+		"paused": st.Paused, "enqueued": st.Enqueued, "acked": st.Acked, "groups": st.Groups,
+		"retried": st.Retried, "dead_lettered": st.DeadLettered, "expired": st.Expired}
 	if len(st.Shards) > 0 {
 		var out []map[string]any
 		for i, s := range st.Shards {

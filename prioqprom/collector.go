@@ -18,6 +18,9 @@
 //	prioq_up{queue}                     1 when Stats answered within the timeout
 //	prioq_enqueued_messages_total{queue} messages stored since the queue began (counter)
 //	prioq_acked_messages_total{queue}   acks since the queue began (counter)
+//	prioq_retried_messages_total{queue} failed deliveries scheduled again (counter)
+//	prioq_dead_lettered_messages_total{queue} messages moved to the dead letters (counter)
+//	prioq_expired_leases_total{queue}   leases that ended unacked (counter)
 //	prioq_consumers{queue}              live consumers that serve it (the worker registry,
 //	                                    prioq.Queue.Workers); absent when it could not be read
 //
@@ -60,10 +63,10 @@ type Config struct {
 
 // Collector is a prometheus.Collector of queue states.
 type Collector struct {
-	cfg                                       Config
-	ready, delayed, inflight, dead, age, paus *prometheus.Desc
-	enqueued, acked                           *prometheus.Desc
-	up, consumers                             *prometheus.Desc
+	cfg                                        Config
+	ready, delayed, inflight, dead, age, paus  *prometheus.Desc
+	enqueued, acked, retried, deadLtd, expired *prometheus.Desc
+	up, consumers                              *prometheus.Desc
 }
 
 // NewCollector returns a Collector of cfg.Queues.
@@ -88,13 +91,16 @@ func NewCollector(cfg Config) *Collector {
 		enqueued:  d("enqueued_messages_total", "Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates)."),
 		acked:     d("acked_messages_total", "Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates)."),
 		up:        d("up", "1 when the queue's Stats answered within the scrape's timeout."),
+		retried:   d("retried_messages_total", "Deliveries that failed and were scheduled again, since the queue began (prioq.Stats.Retried)."),
+		deadLtd:   d("dead_lettered_messages_total", "Messages moved to the dead letters since the queue began (prioq.Stats.DeadLettered)."),
+		expired:   d("expired_leases_total", "Leases that ended unacked, their messages delivered again, since the queue began (prioq.Stats.Expired)."),
 		consumers: d("consumers", "Live consumers that serve the queue (the worker registry: prioq.Queue.Workers)."),
 	}
 }
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers} {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired} {
 		ch <- d
 	}
 }
@@ -152,5 +158,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		// the process that exports them.
 		ch <- prometheus.MustNewConstMetric(c.enqueued, prometheus.CounterValue, float64(st.Enqueued), name)
 		ch <- prometheus.MustNewConstMetric(c.acked, prometheus.CounterValue, float64(st.Acked), name)
+		ch <- prometheus.MustNewConstMetric(c.retried, prometheus.CounterValue, float64(st.Retried), name)
+		ch <- prometheus.MustNewConstMetric(c.deadLtd, prometheus.CounterValue, float64(st.DeadLettered), name)
+		ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.Expired), name)
 	}
 }

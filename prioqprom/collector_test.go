@@ -95,6 +95,18 @@ prioq_up{queue=%[2]q} 1
 		"prioq_dead_messages", "prioq_delayed_messages", "prioq_inflight_messages", "prioq_paused", "prioq_ready_messages", "prioq_up",
 		"prioq_enqueued_messages_total", "prioq_acked_messages_total"))
 
+	// The failure totals: a's retry that dead-lettered its message.
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
+# HELP prioq_dead_lettered_messages_total Messages moved to the dead letters since the queue began (prioq.Stats.DeadLettered).
+# TYPE prioq_dead_lettered_messages_total counter
+prioq_dead_lettered_messages_total{queue=%[1]q} 1
+prioq_dead_lettered_messages_total{queue=%[2]q} 0
+# HELP prioq_retried_messages_total Deliveries that failed and were scheduled again, since the queue began (prioq.Stats.Retried).
+# TYPE prioq_retried_messages_total counter
+prioq_retried_messages_total{queue=%[1]q} 0
+prioq_retried_messages_total{queue=%[2]q} 0
+`, a.Name(), b.Name())), "prioq_dead_lettered_messages_total", "prioq_retried_messages_total"))
+
 	// The consumers of each queue (the worker registry): a has one, b none,
 	// which with b's ready message is what to alert on.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -164,5 +176,5 @@ prioq_up{queue=%q} 1
 `, good.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, 1+3+9, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 9 more for the good one (its consumers included)")
+	assert.Equal(t, 1+3+12, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 12 more for the good one (its consumers and failure totals included)")
 }

@@ -123,6 +123,7 @@ func reading(ctx context.Context, q *prioq.Queue, topGroups int, out io.Writer, 
 			"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
 			"oldest_ready_seconds": st.OldestReady.Seconds(), "oldest_ready_known": st.OldestReady > 0 || st.Ready == 0,
 			"paused": st.Paused, "enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups,
+			"retried_total": st.Retried, "dead_lettered_total": st.DeadLettered, "expired_total": st.Expired,
 			"top_groups": groupsJSON(groups), "rate_limit": rate.String()}
 		if enqRate != nil {
 			js["enqueued_per_second"], js["acked_per_second"] = *enqRate, *ackRate
@@ -144,6 +145,10 @@ func reading(ctx context.Context, q *prioq.Queue, topGroups int, out io.Writer, 
 	fmt.Fprintf(tw, "ready\t%d\ndelayed\t%d\nin flight\t%d\ndead\t%d\noldest ready\t%s\npaused\t%v\n",
 		st.Ready, st.Delayed, st.InFlight, st.Dead, oldestText(st), st.Paused)
 	fmt.Fprintf(tw, "enqueued (total)\t%d\nacked (total)\t%d\n", st.Enqueued, st.Acked)
+	if q.Mode() == prioq.AtLeastOnce {
+		fmt.Fprintf(tw, "retried (total)\t%d\ndead-lettered (total)\t%d\nleases expired (total)\t%d\n",
+			st.Retried, st.DeadLettered, st.Expired)
+	}
 	if enqRate != nil {
 		fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
 	}

@@ -84,10 +84,10 @@
   // gap (no reading for 15 s), or where a total went down (reset).
   function rates(samples) {
     return samples.map((s, i) => {
-      const p = samples[i - 1], out = { t: s.t, enqueued: null, acked: null, died: null };
+      const p = samples[i - 1], out = { t: s.t, enqueued: null, acked: null, retried: null, died: null };
       if (!p || s.t - p.t <= 0 || s.t - p.t > 15e3) return out;
       const dt = (s.t - p.t) / 1000;
-      for (const [k, from] of [['enqueued', 'enqueued'], ['acked', 'acked'], ['died', 'dead']]) {
+      for (const [k, from] of [['enqueued', 'enqueued'], ['acked', 'acked'], ['retried', 'retried'], ['died', 'dead_lettered']]) {
         const d = s[from] - p[from];
         out[k] = d >= 0 ? d / dt : null;
       }
@@ -182,9 +182,16 @@
       const r = rates(samples);
       const last = r[r.length - 1] || {};
       set('enq-rate', fmtRate(last.enqueued)); set('ack-rate', fmtRate(last.acked));
+      // The failure rate over the last minute of readings: failed / finished.
+      const win = samples.filter((x) => x.t >= s.at - 60e3);
+      if (win.length > 1) {
+        const a = win[0], b = win[win.length - 1];
+        const failed = (b.retried - a.retried) + (b.dead_lettered - a.dead_lettered), done = failed + (b.acked - a.acked);
+        set('fail-rate', done > 0 && failed >= 0 ? (100 * failed / done).toFixed(1) + '%' : '–');
+      }
       chart($('chart'), samples, reliable ? [['ready', '#4a7bd0'], ['delayed', '#d08a4a'], ['in_flight', '#5aa55a'], ['dead', '#c0392b']]
         : [['ready', '#4a7bd0'], ['delayed', '#d08a4a']], 'messages');
-      chart($('rates'), r, reliable ? [['enqueued', '#8a4ad0'], ['acked', '#3a9a9a'], ['died', '#c0392b']] : [['enqueued', '#8a4ad0']], 'messages/s');
+      chart($('rates'), r, reliable ? [['enqueued', '#8a4ad0'], ['acked', '#3a9a9a'], ['retried', '#d0a040'], ['died', '#c0392b']] : [['enqueued', '#8a4ad0']], 'messages/s');
 
       if ($('idle')) $('idle').hidden = !s.idle;
       set('workers-count', s.workers.length + ' live consumer(s) serve it');
@@ -224,7 +231,8 @@
         const s = await getJSON(api + (first ? '?history=1' : ''));
         if (first && s.history) samples = s.history.slice();
         if (!samples.length || samples[samples.length - 1].t < s.at) {
-          samples.push({ t: s.at, ready: s.ready, delayed: s.delayed, in_flight: s.in_flight, dead: s.dead, enqueued: s.enqueued, acked: s.acked });
+          samples.push({ t: s.at, ready: s.ready, delayed: s.delayed, in_flight: s.in_flight, dead: s.dead, enqueued: s.enqueued, acked: s.acked,
+            retried: s.retried, dead_lettered: s.dead_lettered });
         }
         while (samples.length && samples[0].t < s.at - hour) samples.shift();
         render(s);

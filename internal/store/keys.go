@@ -87,7 +87,8 @@ import (
 //	                            shard of a queue of several: a ZSET, one member "d",
 //	                            which consumers that promote watch with the wake-up)
 //	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
-//	prioq:{Q}:counts    HASH    enqueued, acked: totals since the queue began, for rates
+//	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired: totals
+//	                            since the queue began, for rates (stats.go)
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
 //	                            AtMostOnce with several shards); its score is minus the
 //	                            best priority made ready since a consumer last popped it

@@ -249,6 +249,11 @@ func (s *Shard) fail(ctx context.Context, token string, after time.Duration, rea
 	if code == failCodeLost {
 		return code, ErrLeaseLost
 	}
+	if code == failCodeDead {
+		s.countFailures(ctx, countDead, 1)
+	} else {
+		s.countFailures(ctx, countRetried, 1)
+	}
 	return code, err
 }
 

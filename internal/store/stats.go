@@ -21,6 +21,26 @@ type Stats struct {
 	Paused      bool
 	Enqueued    int64
 	Acked       int64
+	Retried     int64
+	DeadLetters int64
+	Expired     int64
+}
+
+// The failure totals of a queue's counts hash (keys.go), beside enqueued
+// and acked: written by Go after the call they count (a failure, a sweep),
+// not inside it, so a process that dies between the two, or a Redis at
+// maxmemory, leaves one uncounted: totals for rates, not accounts.
+const (
+	countRetried = "retried"       // deliveries failed and scheduled again (Retry, Run's errors)
+	countDead    = "dead_lettered" // messages moved to the dead letters, by a failure or the sweep
+	countExpired = "expired"       // leases that ended unacked, their messages delivered again (the sweep)
+)
+
+// countFailures adds to the failure totals; a refusal is dropped (see above).
+func (s *Shard) countFailures(ctx context.Context, field string, n int) {
+	if n > 0 {
+		_ = s.do(ctx, radix.Cmd(nil, "HINCRBY", s.k.counts, field, strconv.Itoa(n)))
+	}
 }
 
 // Stats is a snapshot of one shard: the root's Stats, without its
@@ -56,7 +76,7 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 		p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
 		p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
 		p.Append(radix.Cmd(&now, "TIME"))
-		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked))
+		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked, countRetried, countDead, countExpired))
 		p.Append(radix.Cmd(&groups, "HGETALL", s.k.gready))
 		return p
 	})
@@ -69,9 +89,10 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	st.Paused = paused == 1
-	if len(counts) == 2 {
-		st.Enqueued, _ = strconv.ParseInt(counts[0], 10, 64)
-		st.Acked, _ = strconv.ParseInt(counts[1], 10, 64)
+	if len(counts) == 5 {
+		for i, to := range []*int64{&st.Enqueued, &st.Acked, &st.Retried, &st.DeadLetters, &st.Expired} {
+			*to, _ = strconv.ParseInt(counts[i], 10, 64)
+		}
 	}
 	// Groups: their messages for their markers (gready's "" counts those).
 	for g, v := range groups {

@@ -19,5 +19,7 @@ func (s *Shard) Sweep(ctx context.Context, limit int) (back, dead int, more bool
 	if len(res) != 3 {
 		return 0, 0, false, fmt.Errorf("prioq: sweep %q: %w", s.name, ErrScript)
 	}
+	s.countFailures(ctx, countExpired, res[0])
+	s.countFailures(ctx, countDead, res[1])
 	return res[0], res[1], res[2] == 1, nil
 }
