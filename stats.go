@@ -18,6 +18,10 @@ type Stats struct {
 	Ready int64
 	// Groups is how many groups have messages ready (see Queue.Groups).
 	Groups int64
+	// GroupsParked is how many of them wait at a limit (their concurrency
+	// or rate, SetGroupLimit): skipped by takes, their messages counted in
+	// Ready but in no lane.
+	GroupsParked int64
 	// Delayed is how many messages wait for their due time.
 	Delayed int64
 	// InFlight is how many messages are leased to consumers (AtLeastOnce).
@@ -28,7 +32,10 @@ type Stats struct {
 	// nothing is ready: the Redis server's clock minus the producer's
 	// EnqueuedAt. Exact for Levels (a lane's head is its oldest message);
 	// for Range it is the oldest among the highest-priority message of each
-	// segment, a lower bound of the true oldest.
+	// segment, a lower bound of the true oldest. Messages in groups count
+	// by the heads of their groups' lists: a group whose marker heads a lane
+	// (Levels), and every group parked at a limit (256 groups' lists at most,
+	// then a lower bound), so a tenant starved by its limit shows its age.
 	OldestReady time.Duration
 	// Paused reports whether consumers are paused.
 	Paused bool
@@ -98,6 +105,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		}
 		st.Ready += p.Ready
 		st.Groups += p.Groups
+		st.GroupsParked += p.GroupsParked
 		st.Delayed += p.Delayed
 		st.InFlight += p.InFlight
 		st.Dead += p.Dead
@@ -124,7 +132,7 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 
 // statsOf is the Stats of one shard's figures.
 func statsOf(s store.Stats) Stats {
-	return Stats{Lanes: s.Lanes, Ready: s.Ready, Groups: s.Groups, Delayed: s.Delayed, InFlight: s.InFlight,
+	return Stats{Lanes: s.Lanes, Ready: s.Ready, Groups: s.Groups, GroupsParked: s.Parked, Delayed: s.Delayed, InFlight: s.InFlight,
 		Dead: s.Dead, OldestReady: s.OldestReady, Paused: s.Paused, Enqueued: s.Enqueued, Acked: s.Acked,
 		Retried: s.Retried, DeadLettered: s.DeadLetters, Expired: s.Expired}
 }

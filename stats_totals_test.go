@@ -1,6 +1,7 @@
 package prioq
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -49,6 +50,50 @@ func TestStatsCountFailures(t *testing.T) {
 			}
 			require.Equal(t, [3]int64{1, 2, 1}, [3]int64{st.Retried, st.DeadLettered, st.Expired})
 			require.Equal(t, int64(2), st.Dead)
+		})
+	}
+}
+
+// Messages waiting in groups have an age: a tenant held at its rate limit
+// with messages waiting shows their age, not "0s", and counts as parked;
+// so does a group whose marker heads its lane. Before, both read 0.
+func TestOldestReadyCountsGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		prio int64
+	}{
+		{"Levels", Config{Layout: Levels(3)}, 1},
+		{"Range", Config{Layout: Range(0, 100, 4)}, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newClient(t)
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, cl, tc.cfg)
+			for range 5 {
+				_, err := q.Enqueue(ctx, []byte("x"), Group("tenant"), Priority(tc.prio))
+				require.NoError(t, err)
+			}
+			if tc.name == "Levels" {
+				time.Sleep(150 * time.Millisecond)
+				st, err := q.Stats(ctx)
+				require.NoError(t, err)
+				require.True(t, st.OldestReady >= 150*time.Millisecond, "a group's marker heads the lane: %v", st.OldestReady)
+			}
+			require.NoError(t, q.SetGroupLimit(ctx, "tenant", GroupLimit{Rate: Rate{N: 1, Per: time.Hour}}))
+			c := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+			m, err := c.Receive(ctx)
+			require.NoError(t, err)
+			require.NoError(t, m.Ack(ctx))
+			short := ctxT(t, 100*time.Millisecond)
+			_, err = c.Receive(short) // the group is at its rate limit: parked
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			time.Sleep(200 * time.Millisecond)
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(4), st.Ready)
+			require.Equal(t, int64(1), st.GroupsParked)
+			require.True(t, st.OldestReady >= 300*time.Millisecond && st.OldestReady < 10*time.Second, "oldest ready %v", st.OldestReady)
 		})
 	}
 }

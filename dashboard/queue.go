@@ -90,9 +90,10 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 }
 
 // oldest is how the page and the list say the oldest ready message's age.
-// prioq measures it at the heads of the lanes: messages that wait in a
-// group held at its limit are not there, and their age is not known (a
-// library change is needed); the page says so instead of "0s".
+// prioq measures it at the heads of the lanes and of the groups' lists it
+// can name (parked groups, a group whose marker heads a Levels lane); when
+// it still reads 0 while messages are ready (a Range segment headed by a
+// group's marker), the page says the age is unknown instead of "0s".
 func oldest(st prioq.Stats) string {
 	if st.OldestReady == 0 && st.Ready > 0 {
 		return "unknown (in groups)"

@@ -13,7 +13,7 @@
 //	prioq_delayed_messages{queue}       messages waiting for their due time
 //	prioq_inflight_messages{queue}      messages leased to consumers (AtLeastOnce)
 //	prioq_dead_messages{queue}          the dead-letter list's length
-//	prioq_oldest_ready_age_seconds{queue} age of the oldest message at a lane's head
+//	prioq_oldest_ready_age_seconds{queue} age of the oldest ready message, groups included
 //	prioq_paused{queue}                 1 while consumers are paused
 //	prioq_up{queue}                     1 when Stats answered within the timeout
 //	prioq_enqueued_messages_total{queue} messages stored since the queue began (counter)
@@ -21,6 +21,7 @@
 //	prioq_retried_messages_total{queue} failed deliveries scheduled again (counter)
 //	prioq_dead_lettered_messages_total{queue} messages moved to the dead letters (counter)
 //	prioq_expired_leases_total{queue}   leases that ended unacked (counter)
+//	prioq_parked_groups{queue}          groups with messages that wait at a limit
 //	prioq_consumers{queue}              live consumers that serve it (the worker registry,
 //	                                    prioq.Queue.Workers); absent when it could not be read
 //
@@ -66,7 +67,7 @@ type Collector struct {
 	cfg                                        Config
 	ready, delayed, inflight, dead, age, paus  *prometheus.Desc
 	enqueued, acked, retried, deadLtd, expired *prometheus.Desc
-	up, consumers                              *prometheus.Desc
+	up, consumers, parked                      *prometheus.Desc
 }
 
 // NewCollector returns a Collector of cfg.Queues.
@@ -86,7 +87,7 @@ func NewCollector(cfg Config) *Collector {
 		delayed:   d("delayed_messages", "Messages waiting for their due time."),
 		inflight:  d("inflight_messages", "Messages leased to consumers (AtLeastOnce)."),
 		dead:      d("dead_messages", "Messages in the dead-letter list."),
-		age:       d("oldest_ready_age_seconds", "Age of the oldest message at the head of a lane; 0 when none is ready."),
+		age:       d("oldest_ready_age_seconds", "Age of the oldest ready message (lanes' heads, and groups' lists: prioq.Stats.OldestReady); 0 when none is ready."),
 		paus:      d("paused", "1 while the queue's consumers are paused."),
 		enqueued:  d("enqueued_messages_total", "Messages stored by enqueues since the queue began (prioq.Stats.Enqueued; for rates)."),
 		acked:     d("acked_messages_total", "Acks since the queue began (prioq.Stats.Acked, AtLeastOnce; for rates)."),
@@ -94,13 +95,14 @@ func NewCollector(cfg Config) *Collector {
 		retried:   d("retried_messages_total", "Deliveries that failed and were scheduled again, since the queue began (prioq.Stats.Retried)."),
 		deadLtd:   d("dead_lettered_messages_total", "Messages moved to the dead letters since the queue began (prioq.Stats.DeadLettered)."),
 		expired:   d("expired_leases_total", "Leases that ended unacked, their messages delivered again, since the queue began (prioq.Stats.Expired)."),
+		parked:    d("parked_groups", "Groups whose messages wait at a limit (concurrency or rate): counted in ready, in no lane."),
 		consumers: d("consumers", "Live consumers that serve the queue (the worker registry: prioq.Queue.Workers)."),
 	}
 }
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired} {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired, c.parked} {
 		ch <- d
 	}
 }
@@ -151,6 +153,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(c.paus, paused, name)
+		gauge(c.parked, float64(st.GroupsParked), name)
 		if res[i].workers >= 0 {
 			gauge(c.consumers, float64(res[i].workers), name)
 		}

@@ -176,5 +176,5 @@ prioq_up{queue=%q} 1
 `, good.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, 1+3+12, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 12 more for the good one (its consumers and failure totals included)")
+	assert.Equal(t, 1+3+13, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 13 more for the good one (its consumers, parked groups and failure totals included)")
 }

@@ -122,7 +122,7 @@ func reading(ctx context.Context, q *prioq.Queue, topGroups int, out io.Writer, 
 		js := map[string]any{"queue": q.Name(), "layout": q.Layout().String(), "mode": q.Mode().String(),
 			"lanes": st.Lanes, "ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead,
 			"oldest_ready_seconds": st.OldestReady.Seconds(), "oldest_ready_known": st.OldestReady > 0 || st.Ready == 0,
-			"paused": st.Paused, "enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups,
+			"paused": st.Paused, "enqueued_total": st.Enqueued, "acked_total": st.Acked, "groups": st.Groups, "groups_parked": st.GroupsParked,
 			"retried_total": st.Retried, "dead_lettered_total": st.DeadLettered, "expired_total": st.Expired,
 			"top_groups": groupsJSON(groups), "rate_limit": rate.String()}
 		if enqRate != nil {
@@ -152,7 +152,7 @@ func reading(ctx context.Context, q *prioq.Queue, topGroups int, out io.Writer, 
 	if enqRate != nil {
 		fmt.Fprintf(tw, "enqueued/s\t%.1f\nacked/s\t%.1f\n", *enqRate, *ackRate)
 	}
-	fmt.Fprintf(tw, "rate limit\t%s\ngroups\t%d with messages ready\n", rate, st.Groups)
+	fmt.Fprintf(tw, "rate limit\t%s\ngroups\t%d with messages ready, %d of them waiting at a limit\n", rate, st.Groups, st.GroupsParked)
 	tw.Flush()
 	if outside := st.Ready - inLanes; outside > 0 {
 		fmt.Fprintf(out, "(%d ready message(s) wait in groups, not in the lanes: a group has one entry in its lane, none while at its limit)\n", outside)

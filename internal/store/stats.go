@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -14,6 +15,7 @@ type Stats struct {
 	Lanes       []int64
 	Ready       int64
 	Groups      int64
+	Parked      int64
 	Delayed     int64
 	InFlight    int64
 	Dead        int64
@@ -114,6 +116,26 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 			oldest = e.EnqueuedMs
 		}
 	}
+	// Messages that wait in groups: the lane's head may be a group's
+	// marker, and a group at its limit has none in any lane (parked): their
+	// oldest are at the heads of the groups' lists. Two round trips more,
+	// for a queue with groups only.
+	if st.Groups > 0 {
+		var parked map[string]string
+		if err := s.tolerant(ctx, func() radix.Action { return radix.Cmd(&parked, "HGETALL", s.k.gpark) }); err != nil {
+			return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+		}
+		st.Parked = int64(len(parked))
+		if lists := s.groupHeadLists(heads, parked); len(lists) > 0 {
+			e, err := s.oldestOf(ctx, lists)
+			if err != nil {
+				return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
+			}
+			if e >= 0 && (oldest < 0 || e < oldest) {
+				oldest = e
+			}
+		}
+	}
 	if now := serverMs(now); oldest >= 0 && now > oldest {
 		st.OldestReady = time.Duration(now-oldest) * time.Millisecond
 	}
@@ -163,4 +185,87 @@ func serverMs(t []string) int64 {
 		return 0
 	}
 	return sec*1000 + us/1000
+}
+
+// groupHeads bounds how many groups' lists a Stats reads the first message
+// of (one round trip): past it, OldestReady is the oldest of those read.
+const groupHeads = 256
+
+// groupHeadLists names the group lists whose first messages may be the
+// oldest ready: the group of each lane whose head is a group's marker
+// (Levels; a Range segment's head names its priority's list, not read
+// here), and every parked group's list of each marker it parked
+// ("N|score ..."; one that does not parse is passed over), groupHeads at
+// most.
+func (s *Shard) groupHeadLists(heads [][][]byte, parked map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(k string) {
+		if !seen[k] && len(out) < groupHeads {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	if !s.isRange() {
+		for i, h := range heads {
+			if len(h) > 0 && len(h[0]) > 1 && h[0][0] == groupMark {
+				add(s.k.lanes[i] + groupListTag + string(h[0][1:]))
+			}
+		}
+	}
+	for g, v := range parked {
+		for _, entry := range strings.Fields(v) {
+			ns, score, ok := strings.Cut(entry, "|")
+			lane, err := strconv.Atoi(ns)
+			if !ok || err != nil || lane < 0 || lane >= len(s.k.lanes) {
+				continue
+			}
+			switch {
+			case s.lists():
+				sc, err := strconv.ParseInt(score, 10, 64)
+				if err != nil {
+					continue
+				}
+				add(s.k.prioList(-sc) + groupListTag + g)
+			case !s.isRange() && score == "":
+				add(s.k.lanes[lane] + groupListTag + g)
+			}
+		}
+	}
+	return out
+}
+
+// oldestOf is the earliest enqueue time (ms) among the first messages of
+// lists, -1 when none holds one that decodes. One round trip.
+func (s *Shard) oldestOf(ctx context.Context, lists []string) (int64, error) {
+	var firsts [][]byte
+	err := s.tolerant(ctx, func() radix.Action {
+		firsts = make([][]byte, len(lists))
+		p := radix.NewPipeline()
+		for i, k := range lists {
+			p.Append(radix.Cmd(&firsts[i], "LINDEX", k, "0"))
+		}
+		return p
+	})
+	if err != nil {
+		return -1, err
+	}
+	oldest := int64(-1)
+	for _, b := range firsts {
+		if e, err := DecodeEnvelope(b); err == nil && (oldest < 0 || e.EnqueuedMs < oldest) {
+			oldest = e.EnqueuedMs
+		}
+	}
+	return oldest, nil
+}
+
+// tolerant runs the action build makes (a read; again for a redirect), and returns its error unless it is an error reply
+// of Redis (a key of the wrong type, a hand edit: it holds nothing to
+// count). In a pipeline the other commands' receivers are filled still.
+func (s *Shard) tolerant(ctx context.Context, build func() radix.Action) error {
+	err := retryRedirects(ctx, func(ctx context.Context) error { return s.do(ctx, build()) })
+	if err != nil && (!isReply(err) || isRedirect(err)) {
+		return err
+	}
+	return nil
 }
