@@ -249,3 +249,46 @@ func TestWorkersNoHeartbeatAndBadIntervals(t *testing.T) {
 	_, err = Workers(ctx, nil)
 	require.True(t, errors.Is(err, ErrInvalidOption))
 }
+
+// At maxmemory (noeviction) the heartbeat is refused whole: reported once,
+// and the consumer takes and acks as usual; RunNow is refused and changes
+// nothing. Once memory is freed the consumer is listed again and RunNow
+// works.
+func TestWorkersAndRunNowAtMaxMemory(t *testing.T) {
+	cl := ownPool(t, ownServer(t, "--maxmemory-policy", "noeviction"), 8)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	_, err := q.Enqueue(ctx, []byte("later"), ID("d1"), Delay(time.Hour))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("now"))
+	require.NoError(t, err)
+	setMaxMemory(t, cl, usedMemory(t, cl)-256<<10)
+	t.Cleanup(func() { setMaxMemory(t, cl, 0) })
+
+	reports := make(chan error, 100)
+	c := newConsumer(t, q, ConsumerConfig{Heartbeat: 20 * time.Millisecond, NoPromoter: true, OnError: func(err error) { reports <- err }})
+	select {
+	case err := <-reports:
+		require.ErrorIs(t, err, ErrRegistry)
+		require.True(t, strings.Contains(err.Error(), "OOM"), "%v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no report of the refused heartbeat")
+	}
+	m, err := c.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+	err = q.RunNow(ctx, "d1")
+	require.True(t, err != nil && strings.Contains(err.Error(), "OOM"), "%v", err)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Delayed, "a refused RunNow changes nothing")
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, 0, len(reports), "reported more than once")
+
+	setMaxMemory(t, cl, 0)
+	waitWorkers(t, cl, "listed once memory is free", func(ws []Worker) bool { _, ok := findWorker(ws, c.ID()); return ok })
+	require.NoError(t, q.RunNow(ctx, "d1"))
+	m, err = c.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "d1", m.ID)
+}

@@ -17,7 +17,8 @@
 -- error before any write (nothing written).
 --
 -- Cannot fail after its first write: the types are checked first, and Redis
--- refuses a write for maxmemory only before a script's first one.
+-- refuses a write for maxmemory only at a script's first one (the SET of
+-- the record: a full Redis refuses the heartbeat whole).
 local index, rec, names = KEYS[1], KEYS[2], KEYS[3]
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 for i, want in ipairs({'zset', 'string', 'string'}) do
@@ -28,14 +29,17 @@ for i, want in ipairs({'zset', 'string', 'string'}) do
 end
 local now = redis.call('TIME')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
--- Entries of workers that died without a goodbye: their records expired.
-redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
 if ttl == 0 then
   redis.call('ZREM', index, id)
   redis.call('DEL', rec, names)
   return 'ok'
 end
+-- The record first: at maxmemory Redis refuses it, the script's first
+-- write, and so the whole heartbeat (any write before it would let every
+-- later one through: the registry must not grow a full Redis).
 redis.call('SET', rec, ARGV[3], 'PX', ttl)
+-- Entries of workers that died without a goodbye: their records expired.
+redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
 redis.call('ZADD', index, now + ttl, id)
 if ARGV[4] ~= '' then
   redis.call('SET', names, ARGV[4], 'PX', ttl)
