@@ -1,5 +1,7 @@
 -- cancel.lua: remove one waiting message (delayed or ready) by id.
 --
+-- include: checks, delayed, each, envelope, lanes, park, push, util
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET
 -- KEYS[2]   prioq:{Q}:delayed  ZSET

@@ -1,6 +1,8 @@
 -- depth.lua: how many messages wait in each segment of a Range queue of
 -- format 4, and each segment's first message (for Stats). Reads only.
 --
+-- include: index, lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1..] lane keys (segment indexes), lane 0 first
 -- ARGV[1]   the most priorities' lists to count, in all: a segment with

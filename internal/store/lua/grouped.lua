@@ -2,6 +2,8 @@
 -- Group without an id of the caller's or a delay, which enqueue.lua also
 -- handles, at a lower cost (a smaller script: issue 22's budget).
 --
+-- include: checks, envelope, grouppush, lanes, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:counts  HASH
 -- KEYS[2]   prioq:{Q}:wake    ZSET

@@ -1,5 +1,7 @@
 -- promote.lua: move due delayed messages into their lanes, up to a batch.
 --
+-- include: bylane, checks, delayed, lanes, order, park, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:delayed  ZSET
 -- KEYS[2]   prioq:{Q}:dstore   HASH

@@ -1,5 +1,7 @@
 -- sweep.lua: redeliver messages whose lease expired; re-arm a lost wake-up.
 --
+-- include: bylane, checks, envelope, groupend, lanes, order, park, rates, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET
 -- KEYS[2]   prioq:{Q}:inflight  HASH

@@ -1,5 +1,7 @@
 -- take.lua: pop the highest-priority ready messages and lease them.
 --
+-- include: each, envelope, groupdue, index, lanes, push, rates, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:paused    LIST/ZSET
 -- KEYS[2]   prioq:{Q}:leases    ZSET

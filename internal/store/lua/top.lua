@@ -1,6 +1,8 @@
 -- top.lua: the best priority among a shard's ready messages, for a consumer
 -- of a queue of several shards that must choose the shard to take from.
 --
+-- include: index, lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:paused    LIST/ZSET
 -- KEYS[2..] lane keys, highest lane first
