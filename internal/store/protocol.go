@@ -33,7 +33,7 @@ const (
 	// whose lanes are also named, while they hold messages, in the filled
 	// index (format 5: a queue of one shard and more than filledLanes lanes;
 	// Levels in AtLeastOnce mode only): scripts take them as KIND_LEVELS and
-	// KIND_LISTS, and every push names its lane there (lua/lib.lua kind_of).
+	// KIND_LISTS, and every push names its lane there (lua/inc/lanes.lua kind_of).
 	argKindLevels      = "1"
 	argKindRange       = "2"
 	argKindLists       = "3"
@@ -51,13 +51,13 @@ const (
 
 	// deadName is the dead-letter list's key name after the prefix
 	// (keys.go): a take builds it to set aside an index member that names
-	// no priority (lua/take.lua set_aside), group_unpark (lib.lua) to set
+	// no priority (lua/inc/take_aside.lua set_aside), group_unpark (lua/inc/park.lua) to set
 	// aside a corrupt parked entry, both from a lane key.
 	deadName = "dead"
 
 	// filledWhole is the filled index's member that says it names every
 	// lane holding messages (score -inf): only a take that checked every
-	// lane writes it (lua/take.lua pop_filled).
+	// lane writes it (lua/inc/take_popall.lua pop_filled).
 	filledWhole = "*"
 
 	// Groups (groups.go, keys.go): the names of a queue's group keys after
@@ -129,14 +129,17 @@ const (
 	// taken, is take.lua's reply when the queue is at its rate limit.
 	replyLimited = "limited"
 
-	// replyBroken, then the keys, ends a take's reply when the take passed
-	// by lane keys of the wrong type, or set aside entries of a segment's
-	// index that name no priority.
-	replyBroken = "broken"
+	// The modes of a take (take.lua's ARGV[5], words separated by spaces):
+	// the reply says the best priority left; claim the wake-up first; a
+	// shard of a queue of several; KEYS[takeFirstLane] is the filled index.
+	modeTop     = "top"
+	modeClaim   = "claim"
+	modeSharded = "sharded"
+	modeFilled  = "filled"
 
-	// replyTop, then the best priority left ('' for none), ends a take's
-	// reply when asked for it.
-	replyTop = "top"
+	// takeFirstLane is the KEYS index (1-based) of a take's first lane key,
+	// after the paused, leases, inflight and wake-up keys (takeFrom).
+	takeFirstLane = 5
 
 	// dueMember is the one member of the sched set of a shard of a queue of
 	// several: an earlier due time was scheduled. A consumer's one blocking
@@ -150,7 +153,7 @@ const (
 
 	// takeManyLanes is how many lanes after the popped one make take.lua ask
 	// the popped lane alone first whether work remains (one key), before the
-	// rest (see remains in take.lua): below it, one EXISTS over all is cheaper.
+	// rest (see remains in lua/inc/take_remains.lua): below it, one EXISTS over all is cheaper.
 	takeManyLanes = 8
 
 	// The fields of the counts hash: messages stored by enqueues, and acks.
@@ -229,8 +232,11 @@ func luaConstantList() []luaConstant {
 	str("FAIL_BURY", failBury)
 	str("REPLY_PAUSED", replyPaused)
 	str("REPLY_LIMITED", replyLimited)
-	str("REPLY_BROKEN", replyBroken)
-	str("REPLY_TOP", replyTop)
+	str("MODE_TOP", modeTop)
+	str("MODE_CLAIM", modeClaim)
+	str("MODE_SHARDED", modeSharded)
+	str("MODE_FILLED", modeFilled)
+	num("TAKE_FIRST", takeFirstLane)
 	str("DUE", dueMember)
 	str("DEAD_REQUEUE", deadRequeue)
 	str("DEAD_PURGE", deadPurge)

@@ -66,10 +66,10 @@ func TestScriptsSpellNoProtocolValue(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, incs)
 	files = append(files, incs...)
-	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyLimited, replyBroken, replyTop, dueMember, argYes}
+	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyLimited, modeTop, modeClaim, modeSharded, modeFilled, dueMember, argYes}
 	quoted := regexp.MustCompile(`'([^']*)'|"([^"]*)"`)
 	kindLiteral := regexp.MustCompile(`kind [=~]= [0-9]`)
-	defines := regexp.MustCompile(`^local (ENV_[A-Z]+|SEQ_LEN|CHUNK|KIND_[A-Z]+|YES|WAKE|SCHED|PAUSE|FAIL_[A-Z]+|DEAD_[A-Z]+|REPLY_[A-Z]+|MAX_SEQ) =`)
+	defines := regexp.MustCompile(`^local (ENV_[A-Z]+|SEQ_LEN|CHUNK|KIND_[A-Z]+|YES|WAKE|SCHED|PAUSE|FAIL_[A-Z]+|DEAD_[A-Z]+|REPLY_[A-Z]+|MODE_[A-Z]+|TAKE_FIRST|MAX_SEQ) =`)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)

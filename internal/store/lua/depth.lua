@@ -22,7 +22,7 @@ for _, lane in ipairs(KEYS) do
     for _, prio in ipairs(names) do
       local key = plist_key(lane, prio)
       -- A wrong type counts 0, and so does a member that names no priority
-      -- (lib.lua index_prio): takes set it aside.
+      -- (inc/index.lua index_prio): takes set it aside.
       local len = 0
       if index_prio(prio) then len = redis.pcall('LLEN', key) end
       if type(len) ~= 'number' then len = 0 end

@@ -19,7 +19,7 @@ for i = 2, #KEYS do
     if redis.call('TYPE', KEYS[i]).ok == 'list' then return string.match(KEYS[i], '(%d+)$') end
   elseif kind == KIND_LISTS then
     -- The first member that names a priority: one that names none (a hand
-    -- edit, lib.lua index_prio) says nothing of the segment's messages.
+    -- edit, inc/index.lua index_prio) says nothing of the segment's messages.
     local p = index_head(KEYS[i])
     if p then return string.format('%d', p) end
   else

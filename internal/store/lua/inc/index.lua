@@ -4,7 +4,7 @@
 -- list (a decimal integer within 2^53, no '+', no leading zero, no "-0").
 -- Anything else ("x", "", "1e999", "007", an entry of the earlier form left
 -- by a lost meta key) is passed over by readers and set aside by takes
--- (take.lua set_aside): "007" must not name a list prio:007 that no prioq
+-- (inc/take_aside.lua set_aside): "007" must not name a list prio:007 that no prioq
 -- ever writes, nor stand for prio:7, whose own member is "7".
 local function index_prio(m)
   if #m > 17 or not string.match(m, '^-?%d+$') then return nil end

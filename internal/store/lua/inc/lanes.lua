@@ -4,7 +4,7 @@ local FILLED = false
 
 -- kind_of reads a script's kind argument: KIND_LEVELS, KIND_RANGE or
 -- KIND_LISTS. KIND_FILLED and KIND_LISTS_FILLED are read as KIND_LEVELS and
--- KIND_LISTS and set FILLED, which makes push_one, by_lane and take.lua name
+-- KIND_LISTS and set FILLED, which makes push_one, by_lane and takes name
 -- each lane they push to in the filled index (keys.go): a take of a queue of
 -- many lanes reads there the best lane holding messages instead of looking
 -- at every lane.

@@ -25,7 +25,7 @@ end
 -- try_arm is arm_wake for a script past its first write: a wrong-typed
 -- wake-up key does not raise; the ZADD's reply (an error table then) is
 -- returned for the script to undo or pass over. quiet: the member is put
--- back by the take of a MultiConsumer that claimed it (take.lua ARGV[8]) and
+-- back by the take of a MultiConsumer that claimed it (take.lua MODE_CLAIM) and
 -- leaves work behind: that consumer knows, and every other one was told
 -- when the member was first set (or hears of it from its probe), so it
 -- announces nothing: a drain would announce every take.
