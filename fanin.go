@@ -21,7 +21,7 @@ import (
 // holds (its hint): learned from each take's reply (take.lua says the best
 // priority left), from a probe (top.lua) when it knows nothing, and raised
 // when the shard's wait reports new work: the wake-up's score is the best
-// priority made ready since (internal/store/lua/lib.lua arm_wake), or unknown. A fetch takes
+// priority made ready since (lua/inc/wake.lua arm_wake), or unknown. A fetch takes
 // from the shard of the best hint, and only what is at least as good as the next best shard's
 // hint, so a single consumer draining a queue serves it in strict priority
 // order; with other consumers and producers at work, a hint can be stale

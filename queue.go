@@ -29,7 +29,7 @@ type Queue struct {
 
 	// clock is this host's clock (time.Now; tests set others). It stamps ids
 	// and EnqueuedAt; no deadline depends on it (see now_ms in the scripts'
-	// lib.lua).
+	// lua/inc/util.lua).
 	clock func() time.Time
 }
 

@@ -26,12 +26,12 @@ import (
 //	prioq:{Q}:lane:N    ZSET    Range: segment N, the index of its priorities that have
 //	                            messages waiting: member the priority P (decimal), score -P
 //	prioq:{Q}:prio:P    LIST    Range: envelopes of priority P, oldest first. Its name
-//	                            is built by the scripts (lib.lua plist_key) from a lane
+//	                            is built by the scripts (lua/inc/lanes.lua plist_key) from a lane
 //	                            key and P, the one name they build: a take learns P as it
 //	                            pops it from the index. A name in an index may outlive its
 //	                            list (its push refused: a key P of the wrong type); a take
 //	                            drops it. Only P as strconv writes it names a list
-//	                            (lib.lua index_prio): a take moves any other member ("x",
+//	                            (lua/inc/index.lua index_prio): a take moves any other member ("x",
 //	                            "007", an entry of the earlier form) to the dead letters,
 //	                            alone, and every reader passes it over
 //	                            Range queues stored before format 4 (meta "format" 2 or 3)
@@ -41,7 +41,7 @@ import (
 //	                            AtLeastOnce mode or Range of format 4 (format 5): names the
 //	                            lanes holding messages, member N, score -N, and "*" (score
 //	                            -inf) once a take checked that it names them all. Every push
-//	                            into lane N names it in the same atomic step (lib.lua
+//	                            into lane N names it in the same atomic step (lua/inc/lanes.lua
 //	                            name_lane, the enqueue's MULTI); a take reads the best name
 //	                            and pops that lane alone, dropping names of empty lanes.
 //	                            A name may outlive its lane's messages (takes by weight
@@ -54,7 +54,7 @@ import (
 //	                            beside it (lane:N, prio:P) holds one marker of the group
 //	                            ("\x00" and G, never an envelope) in the place of a message,
 //	                            or the marker is parked (gpark). Names built by the
-//	                            scripts (lib.lua group_push) from the list's name
+//	                            scripts (lua/inc/grouppush.lua group_push) from the list's name
 //	prioq:{Q}:gready    HASH    group -> messages waiting in its lists
 //	prioq:{Q}:gleases:G SET     the lease tokens of group G's messages in flight: added by
 //	                            take.lua, removed when a lease ends (ack, retry, dead
@@ -275,7 +275,7 @@ func (k KeySet) groupLeases(g string) string { return k.prefix + groupLeasesTag 
 func (k KeySet) poke(id string) string { return k.prefix + "poke:" + id }
 
 // prioList is the key of the list of priority p (Range, format 4); the
-// scripts build the same name from a lane key (lua/lib.lua plist_key).
+// scripts build the same name from a lane key (lua/inc/lanes.lua plist_key).
 func (k KeySet) prioList(p int64) string {
 	return k.prefix + prioListTag + strconv.FormatInt(p, 10)
 }

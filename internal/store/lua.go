@@ -1,7 +1,10 @@
 package store
 
 import (
-	_ "embed"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
 	"regexp"
 	"strings"
 
@@ -9,18 +12,186 @@ import (
 )
 
 // Each script is embedded into its own variable, so a missing file fails the
-// build, and sent with the protocol's constants (protocol.go) and lua/lib.lua
-// (shared helpers) in front of it. radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by
-// the KEYS it is given, which is what makes the scripts work on Redis Cluster.
+// build, and sent with the include files (lua/inc) it lists in front of it:
+// a line "-- include: a, b" in its header names inc/a.lua and inc/b.lua, and
+// an include lists the includes it needs the same way. newScript puts each
+// needed include once in front of the script, those an include needs before
+// it, in the order listed, and writes the protocol's constants (protocol.go)
+// into the text as literals: Redis runs a script's whole text on every call,
+// so a local per constant, or a helper the script does not use (a closure
+// made on every call), would be a cost on the hot path (take) for nothing.
+// radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by the
+// KEYS it is given, which is what makes the scripts work on Redis Cluster.
 //
-// Every script follows one rule (see lib.lua): it cannot fail after its first
-// write, because Redis does not roll a script back.
+// Every script follows one rule: it cannot fail after its first write,
+// because Redis does not roll a script back. So each script first reads and
+// checks everything (key types with need(), record formats, counter values),
+// then writes with commands that cannot fail: types known, argument lists cut
+// into CHUNK-sized calls (Lua's unpack stops near 8,000 values), and, at
+// maxmemory, the first write one that frees memory (ZREM, HDEL, LPOP, LREM,
+// DEL): Redis refuses a script only at its first write that may grow memory,
+// before anything was written. lua_test.go checks every include a script
+// lists exists and every helper it calls comes from one it lists.
 
-//go:embed lua/lib.lua
-var libSrc string
+//go:embed lua/inc/*.lua
+var incFS embed.FS
 
-// constants is the protocol's part of every script's prelude, written once.
-var constants = luaConstants()
+// includes is every include file's text by name (inc/NAME.lua).
+var includes = func() map[string]string {
+	files, err := fs.Glob(incFS, "lua/inc/*.lua")
+	if err != nil {
+		panic(err)
+	}
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		b, err := incFS.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		out[strings.TrimSuffix(path.Base(f), ".lua")] = string(b)
+	}
+	return out
+}()
+
+// includeLine is a header line listing includes.
+var includeLine = regexp.MustCompile(`(?m)^-- include: *(.*)$`)
+
+// includeNames is the includes a script or include lists in its header (the
+// comment lines it starts with).
+func includeNames(src string) []string {
+	var out []string
+	for _, line := range strings.SplitAfter(src, "\n") {
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		if m := includeLine.FindStringSubmatch(strings.TrimRight(line, "\n")); m != nil {
+			for _, n := range strings.Split(m[1], ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// includeOrder is every include src needs, directly or through another,
+// each once, an include after those it lists, in the order listed.
+func includeOrder(src string) ([]string, error) {
+	var order []string
+	state := map[string]int{} // 1: being added, 2: added
+	var add func(name, from string) error
+	add = func(name, from string) error {
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("prioq: include %s lists itself through %s", name, from)
+		case 2:
+			return nil
+		}
+		text, ok := includes[name]
+		if !ok {
+			return fmt.Errorf("prioq: %s lists include %s: no lua/inc/%s.lua", from, name, name)
+		}
+		state[name] = 1
+		for _, n := range includeNames(text) {
+			if err := add(n, name); err != nil {
+				return err
+			}
+		}
+		state[name] = 2
+		order = append(order, name)
+		return nil
+	}
+	for _, n := range includeNames(src) {
+		if err := add(n, "the script"); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// scriptText is src with its includes in front and the protocol's
+// constants written in as literals.
+func scriptText(src string) string {
+	order, err := includeOrder(src)
+	if err != nil {
+		panic(err)
+	}
+	var b strings.Builder
+	for _, n := range order {
+		b.WriteString(includes[n])
+	}
+	b.WriteString(src)
+	return inlineConstants(b.String())
+}
+
+// constantLit is each constant's literal by name (protocol.go).
+var constantLit = func() map[string]string {
+	m := map[string]string{}
+	for _, c := range luaConstantList() {
+		m[c.name] = c.lit
+	}
+	return m
+}()
+
+// inlineConstants writes each constant named in the code of src (not in
+// comments or strings, nor after a '.') as its literal.
+func inlineConstants(src string) string {
+	var b strings.Builder
+	luaCode(src, func(code string, isCode bool) {
+		if !isCode {
+			b.WriteString(code)
+			return
+		}
+		b.WriteString(luaName.ReplaceAllStringFunc(code, func(w string) string {
+			if lit, ok := constantLit[strings.TrimPrefix(w, ".")]; ok && w[0] != '.' {
+				return lit
+			}
+			return w
+		}))
+	})
+	return b.String()
+}
+
+// luaName is a name in Lua code, with the '.' in front of a field's.
+var luaName = regexp.MustCompile(`\.?\b[A-Za-z_][A-Za-z0-9_]*\b`)
+
+// luaCode cuts src into runs of code and of comments and strings, in order
+// (comments to the line's end; strings quoted with ' or ", with backslash
+// escapes; the scripts use no long brackets).
+func luaCode(src string, fn func(text string, isCode bool)) {
+	start := 0
+	for i := 0; i < len(src); i++ {
+		end := i
+		switch {
+		case strings.HasPrefix(src[i:], "--"):
+			end = strings.IndexByte(src[i:], '\n')
+			if end < 0 {
+				end = len(src)
+			} else {
+				end += i
+			}
+		case src[i] == '\'' || src[i] == '"':
+			end = i + 1
+			for end < len(src) && src[end] != src[i] && src[end] != '\n' {
+				if src[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			end++
+			if end > len(src) {
+				end = len(src)
+			}
+		default:
+			continue
+		}
+		fn(src[start:i], true)
+		fn(src[i:end], false)
+		start, i = end, end-1
+	}
+	fn(src[start:], true)
+}
 
 // script is a fenced script (DESIGN.md §5): it may touch keys it does not
 // declare (a group's list, a Range priority's list, a lane named in the
@@ -41,7 +212,7 @@ const fencePrelude = "table.remove(KEYS) -- the fence (keys.go): declared, never
 
 // newFenced is newScript for a fenced script.
 func newFenced(src string) script {
-	return script{radix.NewEvalScript(fencePrelude + constants + libFor(src) + src)}
+	return script{radix.NewEvalScript(fencePrelude + scriptText(src))}
 }
 
 // Only four scripts are not fenced: open.lua, extend.lua and pause.lua
@@ -49,71 +220,9 @@ func newFenced(src string) script {
 // node that has the key runs them), and probe.lua declares none (it reads
 // many queues of one node: multi.go handles a queue whose slot moves).
 
-// newScript sends src with the protocol's constants and only the helpers of
-// lib.lua it uses (and those they use): Redis runs a script's whole text on
-// every call, and each helper defined is a closure made on every call, a
-// cost on the hot path (take) for nothing.
+// newScript is src with its includes and constants (scriptText).
 func newScript(src string) radix.EvalScript {
-	return radix.NewEvalScript(constants + libFor(src) + src)
-}
-
-var (
-	luaFunc    = regexp.MustCompile(`(?m)^local function ([a-z_]+)\(`)
-	luaComment = regexp.MustCompile(`--[^\n]*`)
-)
-
-// libFor is lib.lua cut to what src needs: its part before the first helper
-// (comments and constants), then, in lib.lua's order, each helper src
-// names, directly or through another helper it keeps.
-func libFor(src string) string {
-	starts := luaFunc.FindAllStringSubmatchIndex(libSrc, -1)
-	if len(starts) == 0 {
-		return libSrc
-	}
-	// Names count in code only: comments mention helpers they do not call.
-	type unit struct {
-		name, text, code string // code: text without comments and its own name
-		called           *regexp.Regexp
-	}
-	units := make([]unit, len(starts))
-	for i, m := range starts {
-		end := len(libSrc)
-		if i+1 < len(starts) {
-			end = starts[i+1][0]
-		}
-		name, text := libSrc[m[2]:m[3]], libSrc[m[0]:end]
-		units[i] = unit{name: name, text: text,
-			code:   luaComment.ReplaceAllString(strings.TrimPrefix(text, "local function "+name), ""),
-			called: regexp.MustCompile(`\b` + name + `\b`)}
-	}
-	srcCode := luaComment.ReplaceAllString(src, "")
-	keep := make([]bool, len(units))
-	for changed := true; changed; {
-		changed = false
-		for i, u := range units {
-			if keep[i] {
-				continue
-			}
-			if u.called.MatchString(srcCode) {
-				keep[i], changed = true, true
-				continue
-			}
-			for j, v := range units {
-				if keep[j] && j != i && u.called.MatchString(v.code) {
-					keep[i], changed = true, true
-					break
-				}
-			}
-		}
-	}
-	var b strings.Builder
-	b.WriteString(libSrc[:starts[0][0]])
-	for i, u := range units {
-		if keep[i] {
-			b.WriteString(u.text)
-		}
-	}
-	return b.String()
+	return radix.NewEvalScript(scriptText(src))
 }
 
 var (

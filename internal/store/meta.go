@@ -39,7 +39,7 @@ const (
 // messages passed by. One EXISTS, and when the meta key is missing one
 // ZRANGE of the first few members per segment; nothing for other layouts.
 //
-// A member that names a priority (as the scripts write it, lib.lua
+// A member that names a priority (as the scripts write it, lua/inc/index.lua
 // index_prio) says format 4, whatever else is there: its lists exist, and
 // its takes set aside, alone, what names no priority (an entry of the
 // earlier form goes to the dead letters, from where RequeueDead puts it
@@ -99,7 +99,7 @@ func FindSortedRange(ctx context.Context, shards []*Shard) error {
 
 // isIndexName reports whether m is a priority as a Range index of format 4
 // names it: the decimal form strconv writes, within the layout's bounds
-// (lib.lua index_prio reads the same).
+// (lua/inc/index.lua index_prio reads the same).
 func isIndexName(m string) bool {
 	p, err := strconv.ParseInt(m, 10, 64)
 	return err == nil && p <= MaxRangePriority && p >= -MaxRangePriority && strconv.FormatInt(p, 10) == m

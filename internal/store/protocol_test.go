@@ -22,11 +22,11 @@ func TestLuaReadsEnvelopesAsGoWritesThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := newClient(t)
-	script := radix.NewEvalScript(constants + libSrc + `
+	script := radix.NewEvalScript(scriptText(`-- include: envelope
 local off = tonumber(ARGV[2])
 local id, caller = env_id(ARGV[1], off)
 local a = attempts(ARGV[1], off)
-return {id, caller and 1 or 0, a, with_attempts(ARGV[1], off, a + 1)}`)
+return {id, caller and 1 or 0, a, with_attempts(ARGV[1], off, a + 1)}`))
 	for _, tc := range []struct {
 		name   string
 		prefix string
@@ -62,10 +62,14 @@ func TestScriptsSpellNoProtocolValue(t *testing.T) {
 	files, err := filepath.Glob("lua/*.lua")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyLimited, replyBroken, replyTop, dueMember, argYes}
+	incs, err := filepath.Glob("lua/inc/*.lua")
+	require.NoError(t, err)
+	require.NotEmpty(t, incs)
+	files = append(files, incs...)
+	values := []string{wakeMember, schedMarker, pauseMember, failRetry, failDead, failBury, deadRequeue, deadPurge, replyPaused, replyLimited, modeTop, modeClaim, modeSharded, modeFilled, dueMember, argYes}
 	quoted := regexp.MustCompile(`'([^']*)'|"([^"]*)"`)
 	kindLiteral := regexp.MustCompile(`kind [=~]= [0-9]`)
-	defines := regexp.MustCompile(`^local (ENV_[A-Z]+|SEQ_LEN|CHUNK|KIND_[A-Z]+|YES|WAKE|SCHED|PAUSE|FAIL_[A-Z]+|DEAD_[A-Z]+|REPLY_[A-Z]+) =`)
+	defines := regexp.MustCompile(`^local (ENV_[A-Z]+|SEQ_LEN|CHUNK|KIND_[A-Z]+|YES|WAKE|SCHED|PAUSE|FAIL_[A-Z]+|DEAD_[A-Z]+|REPLY_[A-Z]+|MODE_[A-Z]+|TAKE_FIRST|MAX_SEQ) =`)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)

@@ -36,7 +36,7 @@ func (r Rate) Validate() error {
 	return nil
 }
 
-// fmtLimit is a limit as the scripts read it (lib.lua limit_of): "K R P",
+// fmtLimit is a limit as the scripts read it (lua/inc/rates.lua limit_of): "K R P",
 // P in ms; "" for no limit at all.
 func fmtLimit(concurrency int, r Rate) string {
 	if concurrency == 0 && r.N == 0 {

@@ -8,7 +8,7 @@ package store
 type Item struct {
 	ID       string
 	Caller   bool   // the id is the caller's (kept unique by the ids set)
-	Grouped  bool   // of a group: stored by a script (lib.lua group_push)
+	Grouped  bool   // of a group: stored by a script (lua/inc/grouppush.lua group_push)
 	Due      string // "" ready now, else DueIn's or DueAt's form
 	Lane     int
 	Priority int64

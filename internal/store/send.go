@@ -264,7 +264,7 @@ func (s *Shard) sendPlainOnce(ctx context.Context, ps []Item, idx []int, out []p
 	var arm func() radix.Action
 	if s.wakes() {
 		// The best priority made ready, for the consumers of a queue of
-		// several shards: see wake in lua/lib.lua.
+		// several shards: see lua/inc/wake.lua.
 		arm = func() radix.Action {
 			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", fmtInt(-best), wakeMember)
 		}

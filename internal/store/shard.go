@@ -97,7 +97,7 @@ type Shard struct {
 
 	// lastLane is 1 + the lane the last take in the fixed order found
 	// work in (0: none yet), Range of format 4: the next take looks there
-	// first (take.lua pop_hinted).
+	// first (lua/inc/take_lists.lua pop_hinted).
 	lastLane atomic.Int32
 
 	// Plain enqueues announce work (producer.go) while heard (the last

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -72,55 +73,66 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 		keys = append([]string{s.k.paused, s.k.leases, s.k.inflight, s.k.wake}, a.lanes...)
 	}
 	start := time.Now()
-	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), argNo, strconv.Itoa(a.popLanes), a.floor, argNo}
+	// take.lua's ARGV, in its order: lease, count, kind, token suffix,
+	// modes, lanes to pop from, floor, hint, lane count (MODE_FILLED).
+	var modes []string
+	if a.top {
+		modes = append(modes, modeTop)
+	}
+	if a.claimWake {
+		modes = append(modes, modeClaim)
+	}
+	if s.cfg.Shards > 1 {
+		modes = append(modes, modeSharded)
+	}
+	hint, nlanes := "", ""
+	if l := s.lastLane.Load(); a.guess && s.lists() && !viaFilled && l > 0 {
+		// Where the last take found work, as a place in highFirst.
+		hint = strconv.Itoa(len(a.lanes) - int(l) + 1)
+	}
+	if viaFilled {
+		modes = append(modes, modeFilled)
+		nlanes = strconv.Itoa(len(s.k.lanes))
+	}
+	guessed := a.guess && s.lists() && !viaFilled
+	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), strings.Join(modes, " "),
+		strconv.Itoa(a.popLanes), a.floor, hint, nlanes}
 	if a.lease > 0 {
 		args[0] = fmtInt(leaseMs(a.lease))
 	}
-	if a.top {
-		args[4] = argYes
-	}
-	if a.claimWake {
-		args[7] = argYes
-	}
-	guessed := a.guess && s.lists() && !viaFilled
-	if l := s.lastLane.Load(); guessed && l > 0 {
-		// Where the last take found work, as a place in highFirst.
-		args = append(args, strconv.Itoa(len(a.lanes)-int(l)+1))
-	}
-	if viaFilled {
-		args = append(args, "", strconv.Itoa(len(s.k.lanes))) // (no hint: the index says)
-	}
-	for len(args) < 10 {
-		args = append(args, "")
-	}
-	args = append(args, s.armFlag()) // ARGV[11]: how to wake the promoters
 
+	// The reply (take.lua): status, the wait or the best priority left, the
+	// keys passed by, then the pairs.
 	var raw [][]byte
 	if err := s.do(ctx, s.eval(takeScript, &raw, keys, args...)); err != nil {
 		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
 	}
-	if len(raw) == 1 && string(raw[0]) == replyPaused {
-		return takeReply{paused: true}, nil
+	if len(raw) < 3 {
+		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
 	}
-	if len(raw) == 2 && string(raw[0]) == replyLimited {
-		ms, err := strconv.ParseInt(string(raw[1]), 10, 64)
+	status, second := string(raw[0]), string(raw[1])
+	if len(raw[2]) > 0 {
+		s.logBrokenLanes(ctx, string(raw[2]))
+	}
+	raw = raw[3:]
+	switch status {
+	case replyPaused:
+		return takeReply{paused: true}, nil
+	case replyLimited:
+		ms, err := strconv.ParseInt(second, 10, 64)
 		if err != nil || ms <= 0 {
-			return r, fmt.Errorf("prioq: take from %q: %w: rate limit wait %q", s.name, ErrScript, raw[1])
+			return r, fmt.Errorf("prioq: take from %q: %w: rate limit wait %q", s.name, ErrScript, second)
 		}
 		return takeReply{limited: time.Duration(ms) * time.Millisecond}, nil
+	case "":
+	default:
+		return r, fmt.Errorf("prioq: take from %q: %w: status %q", s.name, ErrScript, status)
 	}
-	if n := len(raw); a.top && n >= 2 && string(raw[n-2]) == replyTop {
-		if t := string(raw[n-1]); t != "" {
-			if r.top, err = strconv.ParseInt(t, 10, 64); err != nil {
-				return r, fmt.Errorf("prioq: take from %q: %w: top %q", s.name, ErrScript, t)
-			}
-			r.hasTop = true
+	if a.top && second != "" {
+		if r.top, err = strconv.ParseInt(second, 10, 64); err != nil {
+			return r, fmt.Errorf("prioq: take from %q: %w: top %q", s.name, ErrScript, second)
 		}
-		raw = raw[:n-2]
-	}
-	if n := len(raw); n >= 2 && string(raw[n-2]) == replyBroken {
-		s.logBrokenLanes(ctx, string(raw[n-1]))
-		raw = raw[:n-2]
+		r.hasTop = true
 	}
 	if len(raw)%2 != 0 {
 		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
@@ -172,7 +184,7 @@ const brokenLogEvery = time.Minute
 // logBrokenLanes says, at most once per brokenLogEvery, that takes pass by
 // lane keys of the wrong type (their messages wait until the keys are
 // mended), or met entries of a Range segment's index that name no priority
-// (each moved to the dead letters alone: lua/take.lua set_aside).
+// (each moved to the dead letters alone: lua/inc/take_aside.lua set_aside).
 func (s *Shard) logBrokenLanes(ctx context.Context, keys string) {
 	now := time.Now().UnixNano()
 	last := s.brokenLogged.Load()

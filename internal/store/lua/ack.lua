@@ -1,6 +1,8 @@
 -- ack.lua: acknowledge deliveries whose ids were given by the producer (of
 -- a group or not).
 --
+-- include: groupend, lanes, park, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:leases    ZSET
 -- KEYS[2]  prioq:{Q}:inflight  HASH

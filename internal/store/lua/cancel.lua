@@ -1,5 +1,7 @@
 -- cancel.lua: remove one waiting message (delayed or ready) by id.
 --
+-- include: checks, delayed, each, envelope, lanes, park, push, util
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET
 -- KEYS[2]   prioq:{Q}:delayed  ZSET
@@ -93,7 +95,7 @@ if kind ~= KIND_RANGE and #KEYS >= 4 then
       local g = parked[i]
       for entry in string.gmatch(parked[i + 1], '[^ ]+') do
         -- (An entry that does not parse names no list: passed by here, set
-        -- aside when its group is put back, lib.lua group_unpark.)
+        -- aside when its group is put back, inc/park.lua group_unpark.)
         local n, score = park_entry(entry, kind)
         if n then
           local lane = queue_key(KEYS[4], 'lane:' .. n)

@@ -1,5 +1,7 @@
 -- dead.lua: requeue or purge dead-letter records.
 --
+-- include: checks, envelope, grouppush, lanes, order, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:dead  LIST
 -- KEYS[2]   prioq:{Q}:ids   SET

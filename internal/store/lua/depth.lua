@@ -1,6 +1,8 @@
 -- depth.lua: how many messages wait in each segment of a Range queue of
 -- format 4, and each segment's first message (for Stats). Reads only.
 --
+-- include: index, lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1..] lane keys (segment indexes), lane 0 first
 -- ARGV[1]   the most priorities' lists to count, in all: a segment with
@@ -20,7 +22,7 @@ for _, lane in ipairs(KEYS) do
     for _, prio in ipairs(names) do
       local key = plist_key(lane, prio)
       -- A wrong type counts 0, and so does a member that names no priority
-      -- (lib.lua index_prio): takes set it aside.
+      -- (inc/index.lua index_prio): takes set it aside.
       local len = 0
       if index_prio(prio) then len = redis.pcall('LLEN', key) end
       if type(len) ~= 'number' then len = 0 end

@@ -1,5 +1,7 @@
 -- enqueue.lua: store a batch of messages, ready or delayed, in one call.
 --
+-- include: bylane, checks, delayed, envelope, lanes, order, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET
 -- KEYS[2]   prioq:{Q}:seq      STRING

@@ -1,5 +1,7 @@
 -- extend.lua: move a lease deadline, only while the lease is current.
 --
+-- include: util
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:leases  ZSET
 -- ARGV[1]  lease token

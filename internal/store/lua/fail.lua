@@ -1,6 +1,8 @@
 -- fail.lua: end one delivery that did not succeed: retry it later or
 -- dead-letter it.
 --
+-- include: checks, delayed, envelope, groupend, grouppush, lanes, order, park, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET
 -- KEYS[2]   prioq:{Q}:inflight  HASH

@@ -2,6 +2,8 @@
 -- Group without an id of the caller's or a delay, which enqueue.lua also
 -- handles, at a lower cost (a smaller script: issue 22's budget).
 --
+-- include: checks, envelope, grouppush, lanes, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:counts  HASH
 -- KEYS[2]   prioq:{Q}:wake    ZSET
@@ -15,7 +17,7 @@
 -- priorities' lists) and the wake-up are checked before the first write;
 -- at maxmemory that write is refused and nothing is stored. Each message
 -- goes to its group's list, and its group's marker into the lane when that
--- list was empty (lib.lua group_push), in the order given.
+-- list was empty (inc/grouppush.lua group_push), in the order given.
 local kind, arm, n = kind_of(ARGV[1]), ARGV[2] == YES, tonumber(ARGV[3])
 local checked = {}
 for i = 0, n - 1 do

@@ -1,6 +1,8 @@
 -- groupinflight.lua: how many messages of each group are in flight, for
 -- Queue.Groups. Reads only.
 --
+-- include: lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:leases   ZSET
 -- KEYS[2]  prioq:{Q}:gflight  ZSET

@@ -1,5 +1,7 @@
 -- grouplimit.lua: set a group's limits, concurrency and rate (groups.go, limits.go).
 --
+-- include: lanes, park, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:glimits  HASH
 -- KEYS[2]  prioq:{Q}:gpark    HASH

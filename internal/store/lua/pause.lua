@@ -1,5 +1,7 @@
 -- pause.lua: put the pause sentinel in place (once).
 --
+-- include: lanes, util
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:paused  LIST
 -- ARGV[1]  1 = lanes are lists, 2 = sorted sets

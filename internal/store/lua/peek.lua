@@ -1,5 +1,7 @@
 -- peek.lua: read up to n ready messages in serving order, taking nothing.
 --
+-- include: checks, each, lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1..] lane keys, highest lane first
 -- ARGV[1]   n

@@ -1,5 +1,7 @@
 -- promote.lua: move due delayed messages into their lanes, up to a batch.
 --
+-- include: bylane, checks, delayed, lanes, order, park, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:delayed  ZSET
 -- KEYS[2]   prioq:{Q}:dstore   HASH
@@ -73,7 +75,7 @@ if #members > 0 then
   if arm and moved > 0 then arm_wake(KEYS[4], best) end
 end
 -- Groups parked at their rate limit whose next take is due (take.lua,
--- lib.lua group_due): their markers go back to their lanes, a consumer is
+-- inc/groupdue.lua group_due): their markers go back to their lanes, a consumer is
 -- woken, and their time counts as a due time for the promoter's timer.
 -- (Written after the checks above: each write here is checked or pcall.)
 local nextDue = nil

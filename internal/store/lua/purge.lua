@@ -1,5 +1,7 @@
 -- purge.lua: delete every waiting message (ready and delayed) of a queue.
 --
+-- include: delayed, each, envelope, index, lanes, park, push, records, util
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET
 -- KEYS[2]   prioq:{Q}:delayed  ZSET

@@ -1,5 +1,7 @@
 -- sweep.lua: redeliver messages whose lease expired; re-arm a lost wake-up.
 --
+-- include: bylane, checks, envelope, groupend, lanes, order, park, rates, records, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET
 -- KEYS[2]   prioq:{Q}:inflight  HASH
@@ -17,7 +19,7 @@
 -- one lane keep the order they were taken in (their age), whatever order
 -- their leases ended in (an Extend moves a deadline). A message of a group
 -- goes to the head of its group's list and takes its group's marker to the
--- head of its lane (lib.lua group_push): the first of the group's expired
+-- head of its lane (inc/grouppush.lua group_push): the first of the group's expired
 -- messages comes back at once, the others at the group's next turns (groups
 -- are served one message per turn). A message whose lane key
 -- holds the wrong type goes to the dead letters, keeping its lane, so that the
@@ -86,7 +88,7 @@ end
 -- A group's slot comes back when its lease ends, and with it the markers
 -- parked at its limit: before the messages go back, so that the push of an
 -- expired message of a group moves its group's marker, wherever it is, to
--- the head in the messages' order (lib.lua group_push).
+-- the head in the messages' order (inc/grouppush.lua group_push).
 local unparked = false
 for _, e in ipairs(ended) do
   if group_done(KEYS[6], kind, e[1], e[2]) then unparked = true end

@@ -1,6 +1,8 @@
 -- top.lua: the best priority among a shard's ready messages, for a consumer
 -- of a queue of several shards that must choose the shard to take from.
 --
+-- include: index, lanes
+--
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:paused    LIST/ZSET
 -- KEYS[2..] lane keys, highest lane first
@@ -17,7 +19,7 @@ for i = 2, #KEYS do
     if redis.call('TYPE', KEYS[i]).ok == 'list' then return string.match(KEYS[i], '(%d+)$') end
   elseif kind == KIND_LISTS then
     -- The first member that names a priority: one that names none (a hand
-    -- edit, lib.lua index_prio) says nothing of the segment's messages.
+    -- edit, inc/index.lua index_prio) says nothing of the segment's messages.
     local p = index_head(KEYS[i])
     if p then return string.format('%d', p) end
   else

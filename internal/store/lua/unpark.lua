@@ -1,6 +1,8 @@
 -- unpark.lua: put back the markers of groups parked at their limit, after
 -- acks without Lua ended leases of theirs (groups.go).
 --
+-- include: groupend, lanes, park, util, wake
+--
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:wake  ZSET
 -- KEYS[2]  a lane key of the queue (lane 0): the group keys are its siblings
