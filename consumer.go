@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 )
 
@@ -100,12 +101,12 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
 		if !cfg.NoPromoter {
-			p := &promoter{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0, woken: due}
-			c.goBackground(p.run)
+			p := &consume.Promoter{S: s, Opts: c.cfg.promoterOptions(), Report: c.report, KeepsMeta: i == 0, Woken: due}
+			c.goBackground(p.Run)
 		}
 		if q.cfg.Mode == AtLeastOnce {
-			w := &sweeper{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0}
-			c.goBackground(w.run)
+			w := &consume.Sweeper{S: s, Opts: c.cfg.sweeperOptions(), Report: c.report, KeepsMeta: i == 0}
+			c.goBackground(w.Run)
 		}
 	}
 	return c, nil
@@ -266,4 +267,14 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// promoterOptions are what a promoter reads of cfg.
+func (cfg *ConsumerConfig) promoterOptions() consume.PromoterOptions {
+	return consume.PromoterOptions{Wait: cfg.PromoteWait, RetryInterval: cfg.RetryInterval}
+}
+
+// sweeperOptions are what a sweeper reads of cfg.
+func (cfg *ConsumerConfig) sweeperOptions() consume.SweeperOptions {
+	return consume.SweeperOptions{Interval: cfg.SweepInterval, OnSweep: cfg.OnSweep}
 }

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
@@ -190,4 +192,8 @@ func TestRootConstantsMatchTheStore(t *testing.T) {
 		assert.Equal(t, store.Mode(m).String(), m.String(), "the meta key stores the store's spelling")
 	}
 	assert.Equal(t, store.Levels(DefaultLevels), Layout{}.withDefaults().l)
+	// internal/consume's loops default as the root's ConsumerConfig does.
+	assert.Equal(t, time.Duration(DefaultSweepInterval), consume.DefaultSweepInterval)
+	assert.Equal(t, time.Duration(DefaultPromoteWait), consume.DefaultPromoteWait)
+	assert.Equal(t, time.Duration(DefaultRetryInterval), consume.DefaultRetryInterval)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/fanout"
 	"github.com/prioq/prioq/internal/store"
 )
@@ -725,7 +726,7 @@ func (m *multi) probeLoop(ctx context.Context) {
 				return
 			}
 			next = next.Add(gap)
-			unreadable, err := m.probe(ctx, units, round%metaEvery == 0)
+			unreadable, err := m.probe(ctx, units, round%consume.MetaEvery == 0)
 			if err != nil && ctx.Err() == nil {
 				m.report(err)
 			}
@@ -923,7 +924,7 @@ func (m *multi) act(ctx context.Context, f probeFound) {
 				m.promoteIn(u, wait)
 			}
 		}
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && sweepExpired(ctx, u.s, m.ccfg, m.report) > 0 {
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && int64(l) <= f.now && consume.SweepExpired(ctx, u.s, m.ccfg.OnSweep, m.report) > 0 {
 			m.markReady(u)
 		}
 	}
@@ -933,7 +934,7 @@ func (m *multi) act(ctx context.Context, f probeFound) {
 // (Queues deleted meanwhile stay served until Remove; their takes find
 // nothing.)
 func (m *multi) rescanLoop(ctx context.Context) {
-	for sleepCtx(ctx, jitter(m.cfg.RescanInterval)) {
+	for sleepCtx(ctx, consume.Jitter(m.cfg.RescanInterval)) {
 		names, err := ListQueues(ctx, m.c, m.cfg.Pattern)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -122,10 +122,6 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	return q, nil
 }
 
-// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
-// between checks that the queue's meta key is still there.
-const metaEvery = 6
-
 // OpenExisting opens a queue that exists in Redis with the layout and mode
 // stored in its meta key, for tools that operate queues they did not create
 // (the prioq command, dashboards): cfg's other fields apply as for Open, its
