@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
@@ -49,7 +50,7 @@ type Consumer struct {
 	stop   context.CancelFunc
 	bgDone sync.WaitGroup
 
-	fetcher *fetcher
+	fetcher *consume.Fetcher
 
 	releasePool func() // gives back its blocking connections' reservation (pool.go)
 }
@@ -85,19 +86,23 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{q: q, cfg: cfg, name: q.name, mode: q.cfg.Mode, qcfg: &q.cfg, releasePool: release}
-	c.bg, c.stop = context.WithCancel(context.Background())
-	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
-	sharded := len(q.shards) > 1
-	id := store.RandomID() // the consumer's poke keys' (fanin.go waiter)
+	c := newConsumerOf(q.name, q.cfg.Mode, cfg, &q.cfg, release, func(c *Consumer) consume.Source {
+		opts := c.cfg.fetchOptions(q.cfg.CallTimeout)
+		if len(q.shards) == 1 {
+			return consume.NewShardSource(q.shards[0], opts, c.bg, c.report)
+		}
+		return consume.NewFanIn(q.shards, opts, c.bg, c.report)
+	})
+	c.q = q
+	fanIn, sharded := c.fetcher.Source().(*consume.FanIn)
+	id := store.RandomID() // the consumer's poke keys' (internal/consume/waiter.go)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
 			due = make(chan struct{}, 1)
 		}
 		if sharded {
-			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.Keys().Poke(id)}
-			c.goBackground(w.run)
+			c.goBackground(consume.NewWaiter(fanIn, i, due, s.Keys().Poke(id)).Run)
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
 		if !cfg.NoPromoter {
@@ -110,6 +115,16 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		}
 	}
 	return c, nil
+}
+
+// newConsumerOf starts a consumer named name (its queue's, or "multi") of
+// mode, whose fetcher takes from the Source that src makes for it: a
+// Consumer and a MultiConsumer are the same fetcher over another Source.
+func newConsumerOf(name string, mode Mode, cfg ConsumerConfig, qcfg *Config, release func(), src func(*Consumer) consume.Source) *Consumer {
+	c := &Consumer{cfg: cfg, name: name, mode: mode, qcfg: qcfg, releasePool: release}
+	c.bg, c.stop = context.WithCancel(context.Background())
+	c.fetcher = consume.NewFetcher(src(c), c.cfg.fetchOptions(qcfg.CallTimeout), c.bg, c.report)
+	return c
 }
 
 // blockingNeeds says how many blocking connections a consumer of q with cfg
@@ -195,7 +210,8 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 	if n < 1 {
 		return nil, fmt.Errorf("%w: ReceiveBatch(%d)", ErrInvalidOption, n)
 	}
-	return c.fetcher.receive(ctx, min(n, MaxBatch))
+	ds, err := c.fetcher.Receive(ctx, min(n, MaxBatch))
+	return messagesOf(ds), err
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
@@ -212,12 +228,12 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 // gives back what it takes when it ends (within BlockTimeout); background
 // work still in a Redis call ends at that call's deadline.
 func (c *Consumer) Close(ctx context.Context) error {
-	running, first := c.fetcher.close()
+	running, first := c.fetcher.Close()
 	if !first {
 		return nil
 	}
 	defer c.releasePool()
-	if !c.fetcher.popsLanes() {
+	if !consume.PopsLanes(c.fetcher.Source()) {
 		// Interrupts the wake-up wait (AtLeastOnce, and AtMostOnce of a
 		// Range queue or of several shards): a wake-up is a hint, put back
 		// if it was popped in that instant, and a take already sent is
@@ -238,14 +254,14 @@ func (c *Consumer) Close(ctx context.Context) error {
 	}
 	c.stop()
 	var err error
-	if held := c.fetcher.takeHeld(); len(held) > 0 {
+	if held := c.fetcher.TakeHeld(); len(held) > 0 {
 		// A give-back of its own: Close's ctx may end, or have ended, and an
 		// AtMostOnce message exists nowhere else.
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.qcfg.CallTimeout)
 		gave := make(chan error, 1)
 		go func() {
 			defer cancel()
-			err := c.fetcher.giveBack(gctx, held)
+			err := c.fetcher.GiveBack(gctx, held)
 			if err != nil && ctx.Err() != nil {
 				c.report(err) // Close returned already: this is the only place to say it
 			}
@@ -258,7 +274,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { c.bgDone.Wait(); c.fetcher.releasing.Wait(); close(stopped) }()
+	go func() { c.bgDone.Wait(); c.fetcher.WaitReleases(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-ctx.Done():
@@ -277,4 +293,10 @@ func (cfg *ConsumerConfig) promoterOptions() consume.PromoterOptions {
 // sweeperOptions are what a sweeper reads of cfg.
 func (cfg *ConsumerConfig) sweeperOptions() consume.SweeperOptions {
 	return consume.SweeperOptions{Interval: cfg.SweepInterval, OnSweep: cfg.OnSweep}
+}
+
+// fetchOptions are what a fetcher and its source read of cfg.
+func (cfg *ConsumerConfig) fetchOptions(callTimeout time.Duration) consume.FetchOptions {
+	return consume.FetchOptions{Lease: cfg.Lease, BlockTimeout: cfg.BlockTimeout, RetryInterval: cfg.RetryInterval,
+		Weights: cfg.Weights, CallTimeout: callTimeout}
 }

@@ -167,10 +167,10 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 	if err := m.reserveNodes(ctx, opened); err != nil {
 		return nil, err
 	}
-	cons := &Consumer{cfg: ccfg, name: "multi", mode: AtLeastOnce, qcfg: &m.qcfg, releasePool: m.releaseNodes}
-	cons.bg, cons.stop = context.WithCancel(context.Background())
-	m.ccfg, m.bg, m.report, m.goBg = &cons.cfg, cons.bg, cons.report, cons.goBackground
-	cons.fetcher = &fetcher{cfg: &cons.cfg, bg: cons.bg, report: cons.report, multi: m, callTimeout: qcfg.CallTimeout}
+	cons := newConsumerOf("multi", AtLeastOnce, ccfg, &m.qcfg, m.releaseNodes, func(c *Consumer) consume.Source {
+		m.ccfg, m.bg, m.report, m.goBg = &c.cfg, c.bg, c.report, c.goBackground
+		return m
+	})
 	m.mu.Lock()
 	for _, mq := range opened {
 		m.addLocked(mq)
@@ -548,10 +548,10 @@ func (m *multi) pick() (*unit, time.Duration) {
 	return us[m.intN(len(us))], 0
 }
 
-// fetch is the fetcher's fetch for a MultiConsumer: take from a ready shard;
+// Fetch is a MultiConsumer's Source (internal/consume's fetcher): take from a ready shard;
 // when none is, wait in the process for an announcement, a probe or the
 // fetch's end (BlockTimeout with nobody waiting any more).
-func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
+func (m *multi) Fetch(n int, wanted func() bool) ([]*store.Delivery, error) {
 	// The first take waits for the first probe round (firstRound), at most
 	// a ProbeInterval: strict order from the first message.
 	select {
@@ -583,7 +583,7 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 				return nil, ErrClosed
 			case <-m.kick:
 			case <-idle.C:
-				if !f.stillWanted() {
+				if !wanted() {
 					return nil, nil
 				}
 				idle.Reset(m.ccfg.BlockTimeout)
@@ -632,7 +632,7 @@ func (m *multi) fetch(f *fetcher, n int) ([]*Message, error) {
 			m.report(d)
 		}
 		if len(r.Deliveries) > 0 {
-			return messagesOf(r.Deliveries), nil
+			return r.Deliveries, nil
 		}
 	}
 }

@@ -30,6 +30,13 @@ func newShard(t testing.TB) *store.Shard {
 		Mode: store.AtLeastOnce, Logger: slog.Default()})[0]
 }
 
+// pureShard is the one shard of a queue of layout l with no client, for
+// tests of code that makes no Redis call.
+func pureShard(l store.Layout) *store.Shard {
+	return store.NewShards(nil, "pure", &store.Config{Layout: l, MaxAttempts: 10, PromoteBatch: 256,
+		CallTimeout: 10 * time.Second, WaitTimeout: time.Second, Shards: 1, Logger: slog.Default()})[0]
+}
+
 // waitSignal waits for a signal on ch, failing t after d.
 func waitSignal(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
 	t.Helper()
