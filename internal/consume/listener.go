@@ -1,4 +1,4 @@
-package prioq
+package consume
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // as long as the consumer runs, and always gives it back closed (store.Listen):
 // a subscribed connection must not serve other calls.
 type listener struct {
-	m    *multi
+	m    *Multi
 	node string
 
 	mu      sync.Mutex
@@ -56,7 +56,15 @@ var errAllRefused = errors.New("prioq: every subscription refused")
 // (MOVED), because the channel's slot moved to another node.
 var errSlotMoved = store.ErrSlotMoved
 
-func (m *multi) listenerLocked(node string) *listener {
+// holding counts a listener's connection to node as in use (Holding).
+func (m *Multi) holding(node string) (done func()) {
+	if m.opts.Holding == nil {
+		return func() {}
+	}
+	return m.opts.Holding(node)
+}
+
+func (m *Multi) listenerLocked(node string) *listener {
 	l := m.listeners[node]
 	if l == nil {
 		l = &listener{m: m, node: node, want: map[string]bool{}, refused: map[string]bool{}, changed: make(chan struct{}, 1)}
@@ -118,7 +126,7 @@ func (l *listener) run(ctx context.Context) {
 		// The connection goes back to the pool closed, whatever serve
 		// returns (store's Listen): a subscribed connection must not serve
 		// other calls.
-		err := store.Listen(ctx, l.m.c, key, l.m.qcfg.CallTimeout, l.m.announced, l.serve)
+		err := store.Listen(ctx, l.m.c, key, l.m.opts.Fetch.CallTimeout, l.m.announced, l.serve)
 		if ctx.Err() != nil {
 			return
 		}
@@ -142,7 +150,7 @@ func (l *listener) run(ctx context.Context) {
 		case !errors.Is(err, errSlotMoved):
 			l.m.report(fmt.Errorf("prioq: multi consumer: listening on %q: %w", l.node, err))
 		}
-		if !sleepCtx(ctx, l.m.ccfg.RetryInterval) {
+		if !sleepCtx(ctx, l.m.opts.Fetch.RetryInterval) {
 			return
 		}
 		l.m.resync(ctx)
@@ -154,7 +162,7 @@ func (l *listener) run(ctx context.Context) {
 // announcements and follow changes of what is wanted. Its connection is
 // closed after it, whatever it returns (store.Listen).
 func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
-	defer holding(l.m.c, l.node)()
+	defer l.m.holding(l.node)()
 	have := map[string]bool{}
 	// subscribe sends SSUBSCRIBE ch: false (and no error) when the node
 	// refused it for the user's permissions.
@@ -305,8 +313,8 @@ func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 // resync refreshes a Cluster client's view of the slots (the listener's and
 // the probe's connections are its own, so radix does not see the MOVED
 // replies they get) and regroups.
-func (m *multi) resync(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
+func (m *Multi) resync(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, m.opts.Fetch.CallTimeout)
 	_ = store.SyncTopology(sctx, m.c)
 	cancel()
 	m.regroup()
@@ -314,11 +322,11 @@ func (m *multi) resync(ctx context.Context) {
 
 // regroup finds the node of every served shard again (after a slot moved or
 // a node failed) and moves subscriptions to the listeners of their nodes.
-func (m *multi) regroup() {
+func (m *Multi) regroup() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, mq := range m.queues {
-		nodes := mq.q.ShardNodes()
+		nodes := mq.Nodes()
 		for i, u := range mq.units {
 			if nodes[i] == u.node {
 				continue
@@ -333,7 +341,7 @@ func (m *multi) regroup() {
 }
 
 // probeChannels probes the shards of channels (just subscribed).
-func (m *multi) probeChannels(chans []string) {
+func (m *Multi) probeChannels(chans []string) {
 	m.mu.Lock()
 	var units []*unit
 	for _, ch := range chans {
