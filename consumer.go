@@ -130,7 +130,7 @@ func newConsumerOf(name string, mode Mode, cfg ConsumerConfig, qcfg *Config, rel
 // blockingNeeds says how many blocking connections a consumer of q with cfg
 // holds at most, per node: a queue of one shard waits for work (a blocking pop
 // or the wake-up) and, unless NoPromoter, for the sched marker; a queue of
-// several waits once per shard (fanin.go's waiter).
+// several waits once per shard (internal/consume/waiter.go).
 func (q *Queue) blockingNeeds(cfg ConsumerConfig) []blockingNeed {
 	nodes := q.ShardNodes()
 	byNode := map[string]int{}

@@ -197,7 +197,7 @@ func (q *Queue) Layout() Layout { return Layout{q.layout().Stored()} }
 // the order of its lanes (a requeued or retried message at the tail of its
 // priority, whatever its enqueue time); between shards whose best messages
 // have the same priority, in turn, as the consumer's fan-in breaks the tie
-// (fanin.best: from shard 1, then the shard after the last one chosen).
+// (internal/consume hints.go best: from shard 1, then the shard after the last one chosen).
 // Other consumers, and one already running, may meet the shards' ties in
 // another turn.
 func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {

@@ -281,7 +281,7 @@ func (m *Multi) act(ctx context.Context, f probeFound) {
 		if status == "m" || f.metas && len(u.mq.Shards) > 1 && u.s == u.mq.Shards[0] {
 			// A restart without persistence lost the queue's meta key:
 			// put it back from what the queue was opened with, as a
-			// Consumer's sweeper does (keepMeta), so that Open and
+			// Consumer's sweeper does (KeepMeta), so that Open and
 			// ListQueues (Pattern) see the queue again. (A queue of
 			// several shards: one call each time, as the sweeper's.)
 			u.s.KeepMeta(ctx, m.report)
