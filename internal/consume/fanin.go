@@ -3,10 +3,8 @@ package consume
 import (
 	"context"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prioq/prioq/internal/fanout"
@@ -36,28 +34,15 @@ import (
 // that no producer writes to meanwhile takes in one order, whatever the
 // timing of its wake-ups, the order Queue.Peek shows (the root's fanInOrder).
 
-// Hints: a priority, or one of these.
-const (
-	hintUnknown = math.MaxInt64 // nothing known: probe before choosing
-	hintEmpty   = math.MinInt64 // nothing ready (or paused), as far as known
-)
-
-// FanIn is the Source of a queue of several shards. Only the fetch in
-// progress (one at a time) reads and writes hint and rr; its Waiters raise
-// raised.
+// FanIn is the Source of a queue of several shards: the hints (hints.go)
+// and the fetch that takes by them.
 type FanIn struct {
 	shards []*store.Shard
 	opts   FetchOptions
 	bg     context.Context // the consumer's: ends on Close
 	report func(error)
 
-	hint   []int64
-	guess  []bool         // hint[i] was raised by a wake-up, not read from the shard
-	down   []time.Time    // a shard that failed a call: left alone until then (zero: up)
-	err    error          // the last such failure
-	raised []atomic.Int64 // the best priority waiters saw made ready since (hintEmpty: none)
-	signal chan struct{}  // raised was (capacity 1)
-	rr     int            // where the last tie was broken
+	hints
 
 	// TwoChoice (set by the fan-in benchmark only) makes fetches choose as
 	// the MultiQueue does: see fetchTwoChoice.
@@ -111,15 +96,8 @@ func (fi *FanIn) fetchBegins() (ends func()) {
 // NewFanIn is the source of a consumer of the shards of one queue; each
 // shard needs a Waiter (NewWaiter) for the fan-in to learn of new work.
 func NewFanIn(shards []*store.Shard, opts FetchOptions, bg context.Context, report func(error)) *FanIn {
-	n := len(shards)
-	f := &FanIn{shards: shards, opts: opts.withDefaults(), bg: bg, report: report,
-		hint: make([]int64, n), guess: make([]bool, n), down: make([]time.Time, n), raised: make([]atomic.Int64, n),
-		signal: make(chan struct{}, 1), began: make(chan struct{}), idle: make(chan struct{})}
-	for i := range f.hint {
-		f.hint[i] = hintUnknown
-		f.raised[i].Store(hintEmpty)
-	}
-	return f
+	return &FanIn{shards: shards, opts: opts.withDefaults(), bg: bg, report: report, hints: newHints(len(shards)),
+		began: make(chan struct{}), idle: make(chan struct{})}
 }
 
 // Fetch is the Source's, for a queue of several shards: learn what is not

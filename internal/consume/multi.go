@@ -253,25 +253,23 @@ func (m *Multi) refusedChannel(ch string, err error) {
 		ch, queue, err, grant, m.opts.ProbeInterval, refusedRetry))
 }
 
-// announced handles a message on channel ch.
-func (m *Multi) announced(ch, what string) {
-	m.mu.Lock()
-	u := m.byChan[ch]
-	m.mu.Unlock()
-	if u == nil {
-		return
+// holding counts a listener's connection to node as in use (Holding).
+func (m *Multi) holding(node string) (done func()) {
+	if m.opts.Holding == nil {
+		return func() {}
 	}
-	switch what {
-	case store.AnnounceResumed:
-		m.mu.Lock()
-		u.pausedUntil = time.Time{}
-		m.mu.Unlock()
-		m.markReady(u)
-	case store.AnnounceReady:
-		m.markReady(u)
-	case store.AnnounceDue:
-		go m.promote(u)
+	return m.opts.Holding(node)
+}
+
+func (m *Multi) listenerLocked(node string) *listener {
+	l := m.listeners[node]
+	if l == nil {
+		l = newListener(node, m, listenerOptions{c: m.c, callTimeout: m.opts.Fetch.CallTimeout,
+			retryInterval: m.opts.Fetch.RetryInterval, holding: m.holding, bg: m.bg, report: m.report})
+		m.listeners[node] = l
+		m.goBg(l.run)
 	}
+	return l
 }
 
 // pick chooses the shard to take from: the first ready queue in strict order,

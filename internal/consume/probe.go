@@ -306,3 +306,72 @@ func (m *Multi) act(ctx context.Context, f probeFound) {
 		}
 	}
 }
+
+// announced handles a message on channel ch.
+func (m *Multi) announced(ch, what string) {
+	m.mu.Lock()
+	u := m.byChan[ch]
+	m.mu.Unlock()
+	if u == nil {
+		return
+	}
+	switch what {
+	case store.AnnounceResumed:
+		m.mu.Lock()
+		u.pausedUntil = time.Time{}
+		m.mu.Unlock()
+		m.markReady(u)
+	case store.AnnounceReady:
+		m.markReady(u)
+	case store.AnnounceDue:
+		go m.promote(u)
+	}
+}
+
+// resync refreshes a Cluster client's view of the slots (the listener's and
+// the probe's connections are its own, so radix does not see the MOVED
+// replies they get) and regroups.
+func (m *Multi) resync(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, m.opts.Fetch.CallTimeout)
+	_ = store.SyncTopology(sctx, m.c)
+	cancel()
+	m.regroup()
+}
+
+// regroup finds the node of every served shard again (after a slot moved or
+// a node failed) and moves subscriptions to the listeners of their nodes.
+func (m *Multi) regroup() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mq := range m.queues {
+		nodes := mq.Nodes()
+		for i, u := range mq.units {
+			if nodes[i] == u.node {
+				continue
+			}
+			if l := m.listeners[u.node]; l != nil {
+				l.unsubscribe(u.s.Keys().Wake())
+			}
+			u.node = nodes[i]
+			m.listenerLocked(u.node).subscribe(u.s.Keys().Wake()) // and probed once subscribed
+		}
+	}
+}
+
+// probeChannels probes the shards of channels (just subscribed).
+func (m *Multi) probeChannels(chans []string) {
+	m.mu.Lock()
+	var units []*unit
+	for _, ch := range chans {
+		if u := m.byChan[ch]; u != nil {
+			units = append(units, u)
+		}
+	}
+	chunks := chunkByNode(units)
+	m.mu.Unlock()
+	for _, part := range chunks {
+		if _, err := m.probe(m.bg, part, false); err != nil && m.bg.Err() == nil {
+			m.report(err)
+		}
+	}
+}
