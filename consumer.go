@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 )
 
@@ -48,7 +50,7 @@ type Consumer struct {
 	stop   context.CancelFunc
 	bgDone sync.WaitGroup
 
-	fetcher *fetcher
+	fetcher *consume.Fetcher
 
 	releasePool func() // gives back its blocking connections' reservation (pool.go)
 
@@ -87,38 +89,52 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{q: q, cfg: cfg, name: q.name, mode: q.cfg.Mode, qcfg: &q.cfg, releasePool: release, id: store.RandomID()}
-	c.bg, c.stop = context.WithCancel(context.Background())
-	c.fetcher = newFetcher(q.shards, &c.cfg, c.bg, c.report)
-	sharded := len(q.shards) > 1
-	id := c.id // the consumer's poke keys' (fanin.go waiter)
+	c := newConsumerOf(q.name, q.cfg.Mode, cfg, &q.cfg, release, func(c *Consumer) consume.Source {
+		opts := c.cfg.fetchOptions(q.cfg.CallTimeout)
+		if len(q.shards) == 1 {
+			return consume.NewShardSource(q.shards[0], opts, c.bg, c.report)
+		}
+		return consume.NewFanIn(q.shards, opts, c.bg, c.report)
+	})
+	c.q = q
+	fanIn, sharded := c.fetcher.Source().(*consume.FanIn)
+	id := c.id // the consumer's poke keys' (internal/consume/waiter.go)
 	for i, s := range q.shards {
 		var due chan struct{} // the shard's waiter tells its promoter (sharded)
 		if sharded && !cfg.NoPromoter {
 			due = make(chan struct{}, 1)
 		}
 		if sharded {
-			w := &waiter{s: s, i: i, cfg: &c.cfg, fanin: c.fetcher.fanin, due: due, report: c.report, poke: s.Keys().Poke(id)}
-			c.goBackground(w.run)
+			c.goBackground(consume.NewWaiter(fanIn, i, due, s.Keys().Poke(id)).Run)
 		}
 		// The meta key is the queue's: shard 0's loops keep it.
 		if !cfg.NoPromoter {
-			p := &promoter{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0, woken: due}
-			c.goBackground(p.run)
+			p := &consume.Promoter{S: s, Opts: c.cfg.promoterOptions(), Report: c.report, KeepsMeta: i == 0, Woken: due}
+			c.goBackground(p.Run)
 		}
 		if q.cfg.Mode == AtLeastOnce {
-			w := &sweeper{s: s, cfg: &c.cfg, report: c.report, keepsMeta: i == 0}
-			c.goBackground(w.run)
+			w := &consume.Sweeper{S: s, Opts: c.cfg.sweeperOptions(), Report: c.report, KeepsMeta: i == 0}
+			c.goBackground(w.Run)
 		}
 	}
 	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} })
 	return c, nil
 }
 
+// newConsumerOf starts a consumer named name (its queue's, or "multi") of
+// mode, whose fetcher takes from the Source that src makes for it: a
+// Consumer and a MultiConsumer are the same fetcher over another Source.
+func newConsumerOf(name string, mode Mode, cfg ConsumerConfig, qcfg *Config, release func(), src func(*Consumer) consume.Source) *Consumer {
+	c := &Consumer{cfg: cfg, name: name, mode: mode, qcfg: qcfg, releasePool: release, id: store.RandomID()}
+	c.bg, c.stop = context.WithCancel(context.Background())
+	c.fetcher = consume.NewFetcher(src(c), c.cfg.fetchOptions(qcfg.CallTimeout), c.bg, c.report)
+	return c
+}
+
 // blockingNeeds says how many blocking connections a consumer of q with cfg
 // holds at most, per node: a queue of one shard waits for work (a blocking pop
 // or the wake-up) and, unless NoPromoter, for the sched marker; a queue of
-// several waits once per shard (fanin.go's waiter).
+// several waits once per shard (internal/consume/waiter.go).
 func (q *Queue) blockingNeeds(cfg ConsumerConfig) []blockingNeed {
 	nodes := q.ShardNodes()
 	byNode := map[string]int{}
@@ -198,9 +214,9 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 	if n < 1 {
 		return nil, fmt.Errorf("%w: ReceiveBatch(%d)", ErrInvalidOption, n)
 	}
-	msgs, err := c.fetcher.receive(ctx, min(n, MaxBatch))
-	c.stats.delivered.Add(int64(len(msgs)))
-	return msgs, err
+	ds, err := c.fetcher.Receive(ctx, min(n, MaxBatch))
+	c.stats.delivered.Add(int64(len(ds)))
+	return messagesOf(ds), err
 }
 
 // Close stops the consumer: it ends its background work, waits for a fetch in
@@ -217,12 +233,12 @@ func (c *Consumer) ReceiveBatch(ctx context.Context, n int) ([]*Message, error) 
 // gives back what it takes when it ends (within BlockTimeout); background
 // work still in a Redis call ends at that call's deadline.
 func (c *Consumer) Close(ctx context.Context) error {
-	running, first := c.fetcher.close()
+	running, first := c.fetcher.Close()
 	if !first {
 		return nil
 	}
 	defer c.releasePool()
-	if !c.fetcher.popsLanes() {
+	if !consume.PopsLanes(c.fetcher.Source()) {
 		// Interrupts the wake-up wait (AtLeastOnce, and AtMostOnce of a
 		// Range queue or of several shards): a wake-up is a hint, put back
 		// if it was popped in that instant, and a take already sent is
@@ -243,14 +259,14 @@ func (c *Consumer) Close(ctx context.Context) error {
 	}
 	c.stop()
 	var err error
-	if held := c.fetcher.takeHeld(); len(held) > 0 {
+	if held := c.fetcher.TakeHeld(); len(held) > 0 {
 		// A give-back of its own: Close's ctx may end, or have ended, and an
 		// AtMostOnce message exists nowhere else.
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.qcfg.CallTimeout)
 		gave := make(chan error, 1)
 		go func() {
 			defer cancel()
-			err := c.fetcher.giveBack(gctx, held)
+			err := c.fetcher.GiveBack(gctx, held)
 			if err != nil && ctx.Err() != nil {
 				c.report(err) // Close returned already: this is the only place to say it
 			}
@@ -263,7 +279,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { c.bgDone.Wait(); c.fetcher.releasing.Wait(); close(stopped) }()
+	go func() { c.bgDone.Wait(); c.fetcher.WaitReleases(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-ctx.Done():
@@ -272,4 +288,20 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// promoterOptions are what a promoter reads of cfg.
+func (cfg *ConsumerConfig) promoterOptions() consume.PromoterOptions {
+	return consume.PromoterOptions{Wait: cfg.PromoteWait, RetryInterval: cfg.RetryInterval}
+}
+
+// sweeperOptions are what a sweeper reads of cfg.
+func (cfg *ConsumerConfig) sweeperOptions() consume.SweeperOptions {
+	return consume.SweeperOptions{Interval: cfg.SweepInterval, OnSweep: cfg.OnSweep}
+}
+
+// fetchOptions are what a fetcher and its source read of cfg.
+func (cfg *ConsumerConfig) fetchOptions(callTimeout time.Duration) consume.FetchOptions {
+	return consume.FetchOptions{Lease: cfg.Lease, BlockTimeout: cfg.BlockTimeout, RetryInterval: cfg.RetryInterval,
+		Weights: cfg.Weights, CallTimeout: callTimeout}
 }

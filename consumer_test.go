@@ -36,9 +36,8 @@ func TestCloseReturnsAfterThePopGaveBack(t *testing.T) {
 		closed := make(chan error, 1)
 		go func() { closed <- cons.Close(ctx) }()
 		require.Eventually(t, func() bool { // Close has begun: it waits for the pop
-			cons.fetcher.mu.Lock()
-			defer cons.fetcher.mu.Unlock()
-			return cons.fetcher.closed
+			_, _, closed := cons.fetcher.State()
+			return closed
 		}, 5*time.Second, time.Millisecond)
 		_, err = q.Enqueue(ctx, []byte(fmt.Sprint(i)))
 		require.NoError(t, err)
@@ -137,9 +136,8 @@ func holdOne(t *testing.T, q *Queue, cons *Consumer, opts ...Option) string {
 	id, err := q.Enqueue(context.Background(), []byte("held"), opts...)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		cons.fetcher.mu.Lock()
-		defer cons.fetcher.mu.Unlock()
-		return len(cons.fetcher.held) == 1 && cons.fetcher.running == nil
+		held, running, _ := cons.fetcher.State()
+		return held == 1 && !running
 	}, 5*time.Second, time.Millisecond, "the fetch took the message for nobody")
 	return id
 }
@@ -215,7 +213,7 @@ func TestAtMostOnceGiveBackIntoABrokenLane(t *testing.T) {
 		held = append(held, m)
 	}
 	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", sh(q).Keys().Lanes()[2], "not a lane")))
-	err = cons.fetcher.giveBack(ctx, held)
+	err = cons.fetcher.GiveBack(ctx, deliveriesOf(held))
 	assert.ErrorContains(t, err, "1 of 2 messages lost")
 	assert.Equal(t, []string{"lo"}, liveIDs(t, q))
 	_, err = q.Enqueue(ctx, []byte("again"), ID("hi"), Priority(1))
@@ -241,9 +239,7 @@ func TestCloseGivesBackInOneRoundTripWithoutWaitingForReplicas(t *testing.T) {
 	msgs, err := cons.ReceiveBatch(ctx, 5)
 	require.NoError(t, err)
 	require.Len(t, msgs, 5)
-	cons.fetcher.mu.Lock()
-	cons.fetcher.held = msgs
-	cons.fetcher.mu.Unlock()
+	cons.fetcher.SetHeld(deliveriesOf(msgs))
 	_, err = sh(q).Release(ctx, nil) // loads the script: NOSCRIPT would count a second call
 	require.NoError(t, err)
 	before := commandCalls(t, cl)

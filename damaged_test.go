@@ -238,7 +238,7 @@ func TestDamagedRangeScoreIsBuriedAlone(t *testing.T) {
 		q := openQueue(t, c, Config{Layout: lay})
 		got := inFlight(t, q)
 		cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
-		_ = cons.fetcher.giveBack(ctx, got)
+		_ = cons.fetcher.GiveBack(ctx, deliveriesOf(got))
 		ready, inflight, dead := counts(t, q)
 		assert.Equal(t, []int64{3, 0, 1}, []int64{ready, inflight, dead})
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -39,32 +40,6 @@ func TestWeightedOrderDoesNotStarve(t *testing.T) {
 	assert.Less(t, low, 90)
 }
 
-// Without weights the lanes are served highest first; with weights, lanes
-// with a weight come first in a weighted draw, then the others highest first.
-func TestLaneOrder(t *testing.T) {
-	q := pureQueue(Config{Layout: Levels(4)})
-	l := sh(q).Keys().Lanes()
-	order := func(w []int) []string {
-		f := newFetcher(q.shards, &ConsumerConfig{Weights: w}, context.Background(), nil)
-		return f.laneOrder()
-	}
-	assert.Equal(t, []string{l[3], l[2], l[1], l[0]}, order(nil))
-	assert.Equal(t, []string{l[3], l[2], l[1], l[0]}, order([]int{0, 0, 0, 0}))
-	assert.Equal(t, []string{l[1], l[3], l[2], l[0]}, order([]int{0, 7, 0, 0}))
-
-	firsts := map[string]int{}
-	for i := 0; i < 4000; i++ {
-		o := order([]int{0, 1, 0, 3})
-		require.Len(t, o, 4)
-		assert.Equal(t, []string{l[2], l[0]}, o[2:], "zero-weight lanes last, highest first")
-		firsts[o[0]]++
-	}
-	// Lane 3 comes first with probability 3/4 (mean 3000, sd 27).
-	assert.Equal(t, 4000, firsts[l[3]]+firsts[l[1]])
-	assert.Greater(t, firsts[l[3]], 2700)
-	assert.Less(t, firsts[l[3]], 3300)
-}
-
 // Close gives back messages fetched but not handed out in their order.
 func TestPutBackKeepsOrder(t *testing.T) {
 	c := newClient(t)
@@ -83,7 +58,7 @@ func TestPutBackKeepsOrder(t *testing.T) {
 				held, err := cons.ReceiveBatch(ctx, 5)
 				require.NoError(t, err)
 				require.Len(t, held, 5)
-				require.NoError(t, cons.fetcher.giveBack(ctx, held))
+				require.NoError(t, cons.fetcher.GiveBack(ctx, deliveriesOf(held)))
 				peek, err := q.Peek(ctx, 10)
 				require.NoError(t, err)
 				var got []string
@@ -111,7 +86,7 @@ const (
 // keepFor makes f's fetch take messages for nobody: receive gives up at
 // once (its fetch goes on), enqueue adds the messages, and keepFor returns
 // once the fetch has parked want of them in held.
-func keepFor(t *testing.T, f *fetcher, receive func(context.Context) error, enqueue func(), want int) {
+func keepFor(t *testing.T, f *consume.Fetcher, receive func(context.Context) error, enqueue func(), want int) {
 	t.Helper()
 	short, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	err := receive(short) // gives up; its fetch goes on
@@ -119,9 +94,8 @@ func keepFor(t *testing.T, f *fetcher, receive func(context.Context) error, enqu
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	enqueue()
 	require.Eventually(t, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.held) == want && f.running == nil
+		held, running, _ := f.State()
+		return held == want && !running
 	}, 5*time.Second, time.Millisecond, "the fetch took the messages for nobody")
 }
 
@@ -267,9 +241,7 @@ func TestKeptMessageIsHandedOutAtOnce(t *testing.T) {
 	q := openQueue(t, cl, Config{})
 	c := newConsumer(t, q, ConsumerConfig{Lease: 10 * time.Second, NoPromoter: true})
 	id := holdOne(t, q, c)
-	c.fetcher.mu.Lock()
-	token := c.fetcher.held[0].token()
-	c.fetcher.mu.Unlock()
+	token := c.fetcher.Held()[0].Token()
 	m, err := c.Receive(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, m.ID)

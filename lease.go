@@ -173,3 +173,12 @@ func (m *Message) fail(ctx context.Context, after time.Duration, reason, op stri
 	}
 	return nil
 }
+
+// byShard groups messages by the shard they came from, keeping their order.
+func byShard(msgs []*Message) map[*store.Shard][]*Message {
+	out := make(map[*store.Shard][]*Message, 1)
+	for _, m := range msgs {
+		out[m.shard()] = append(out[m.shard()], m)
+	}
+	return out
+}

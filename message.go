@@ -75,6 +75,15 @@ func messagesOf(ds []*store.Delivery) []*Message {
 	return out
 }
 
+// deliveriesOf are the deliveries of msgs.
+func deliveriesOf(msgs []*Message) []*store.Delivery {
+	out := make([]*store.Delivery, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.d
+	}
+	return out
+}
+
 // shard is where the message was taken from (nil: not delivered by a
 // Consumer).
 func (m *Message) shard() *store.Shard {

@@ -393,7 +393,7 @@ func TestMultiConsumerWeightsCountAQueueOnce(t *testing.T) {
 	}
 	mc := newMulti(t, cl, MultiConfig{Queues: []string{wide.Name(), narrow.Name()},
 		Weights: map[string]int{wide.Name(): 1, narrow.Name(): 1}})
-	mc.m.intN = newRand(t).IntN // seeded, logged (set before the first Receive starts the fetcher)
+	mc.m.eng.SetIntN(newRand(t).IntN) // seeded, logged (set before the first Receive starts the fetcher)
 	count := map[string]int{}
 	for range 400 {
 		m, err := mc.Receive(ctx)
@@ -423,7 +423,7 @@ func TestMultiConsumerPutsBackALostMetaKey(t *testing.T) {
 	}
 	mc := newMulti(t, cl, MultiConfig{Queues: names(qs), ProbeInterval: 300 * time.Millisecond})
 	ctx := ctxT(t, 20*time.Second)
-	<-mc.m.started // its first probe round (which reads the meta keys) is done: the next is 6 rounds away
+	<-mc.m.eng.Started() // its first probe round (which reads the meta keys) is done: the next is 6 rounds away
 	var meta [][]string
 	for _, q := range qs {
 		var m []string

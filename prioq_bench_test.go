@@ -13,6 +13,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/consume"
 	inversion "github.com/prioq/prioq/internal/inversions"
 )
 
@@ -256,7 +257,7 @@ func fanInLoad(b *testing.B, q *Queue, n int, twoChoice bool) []inversion.Delive
 		if err != nil {
 			b.Fatal(err)
 		}
-		cons.fetcher.fanin.twoChoice = twoChoice
+		cons.fetcher.Source().(*consume.FanIn).TwoChoice = twoChoice
 		conss = append(conss, cons)
 		wg.Add(1)
 		go func() {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 )
 
@@ -122,10 +123,6 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	return q, nil
 }
 
-// metaEvery is how many idle rounds of the sweeper (or of the promoter) go by
-// between checks that the queue's meta key is still there.
-const metaEvery = 6
-
 // OpenExisting opens a queue that exists in Redis with the layout and mode
 // stored in its meta key, for tools that operate queues they did not create
 // (the prioq command, dashboards): cfg's other fields apply as for Open, its
@@ -200,7 +197,7 @@ func (q *Queue) Layout() Layout { return Layout{q.layout().Stored()} }
 // the order of its lanes (a requeued or retried message at the tail of its
 // priority, whatever its enqueue time); between shards whose best messages
 // have the same priority, in turn, as the consumer's fan-in breaks the tie
-// (fanin.best: from shard 1, then the shard after the last one chosen).
+// (internal/consume hints.go best: from shard 1, then the shard after the last one chosen).
 // Other consumers, and one already running, may meet the shards' ties in
 // another turn.
 func (q *Queue) Peek(ctx context.Context, n int) ([]MessageInfo, error) {
@@ -237,30 +234,21 @@ func infosOf(infos []store.Info) []MessageInfo {
 
 // fanInOrder merges the shards' messages, each shard's in its own order, as
 // a consumer's fan-in takes them one at a time: from the shard of the best
-// priority, a tie broken by the same rule (fanin.best), the hint of a shard
+// priority, a tie broken by the same rule (internal/consume FanInOrder), the hint of a shard
 // being the priority of its next message. Each shard gave up to n, so the
 // first n merged are exact: a shard runs out only after giving n.
 func fanInOrder(per [][]MessageInfo, n int) []MessageInfo {
-	fi := newFanin(len(per))
+	prios := make([][]int64, len(per))
+	for i, infos := range per {
+		for _, m := range infos {
+			prios[i] = append(prios[i], m.Priority)
+		}
+	}
 	next := make([]int, len(per))
-	hint := func(i int) int64 {
-		if next[i] < len(per[i]) {
-			return per[i][next[i]].Priority
-		}
-		return hintEmpty
-	}
-	for i := range per {
-		fi.hint[i] = hint(i)
-	}
 	var out []MessageInfo
-	for len(out) < n {
-		i, _ := fi.best()
-		if i < 0 {
-			break
-		}
+	for _, i := range consume.FanInOrder(prios, n) {
 		out = append(out, per[i][next[i]])
 		next[i]++
-		fi.hint[i] = hint(i)
 	}
 	return out
 }

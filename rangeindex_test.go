@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
@@ -300,7 +301,7 @@ func TestRangeIndexDamageFailsNoOtherScript(t *testing.T) {
 			st, err := q.Stats(ctx)
 			assert.NoError(t, err)
 			assert.Equal(t, int64(3), st.Ready, "Stats counts no key that no priority names")
-			top, err := top(ctx, s)
+			top, err := consume.Top(ctx, s)
 			assert.NoError(t, err)
 			assert.Equal(t, lo, top, "top.lua: the best priority named, not a score of a member that names none")
 			require.NoError(t, q.Cancel(ctx, "b"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
@@ -69,8 +70,8 @@ func TestBusyShardedConsumerPaysNoPokePerFetch(t *testing.T) {
 	sort.Strings(names)
 	t.Logf("%d messages: %v; %d commands, %.1f per message", n, names, total, float64(total)/n)
 	pokes := after["pexpire"] - before["pexpire"]
-	require.LessOrEqual(t, float64(pokes), 2*float64(took)/float64(pokeGap)+4,
-		"pokes (ZADD+PEXPIRE of poke:C) in %v on 2 shards, none delayed: at most one per pokeGap and shard", took)
+	require.LessOrEqual(t, float64(pokes), 2*float64(took)/float64(consume.PokeGap)+4,
+		"pokes (ZADD+PEXPIRE of poke:C) in %v on 2 shards, none delayed: at most one per PokeGap and shard", took)
 	require.LessOrEqual(t, float64(total)/n, 20.0, "Redis commands per message (b779e06: 19.4; a poke per fetch: 24.9)")
 }
 

@@ -8,29 +8,6 @@ import (
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
-// jitter spreads a sweep interval over [0.75d, 1.25d).
-func TestJitter(t *testing.T) {
-	for _, d := range []time.Duration{0, 1, 3} {
-		assert.Equal(t, d, jitter(d), "below 4 ns: unchanged")
-	}
-	for _, d := range []time.Duration{4, time.Second} {
-		var low, high int
-		for i := 0; i < 200; i++ {
-			j := jitter(d)
-			if j < d*3/4 || j >= d*5/4 {
-				t.Fatalf("jitter(%v) = %v, want [%v, %v)", d, j, d*3/4, d*5/4)
-			}
-			if j < d {
-				low++
-			} else {
-				high++
-			}
-		}
-		assert.NotZero(t, low, "jitter(%v) never below d", d)
-		assert.NotZero(t, high, "jitter(%v) never at or above d", d)
-	}
-}
-
 // Expired leases come back in the order their messages were taken (their
 // age in the lane), not in the order the leases ended: an Extend or two takes
 // in one millisecond must not reorder them. Before the fix Levels put the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
@@ -256,7 +257,7 @@ func TestTopIsExactNearTwoToThe53(t *testing.T) {
 			_, err := q.Enqueue(ctx, []byte("x"), Priority(p))
 			require.NoError(t, err)
 		}
-		top, err := top(ctx, sh(q))
+		top, err := consume.Top(ctx, sh(q))
 		require.NoError(t, err)
 		assert.Equal(t, int64(MaxRangePriority-1), top, "top.lua")
 		r, err := takeFrom(sh(q), ctx, takeArgs{lanes: sh(q).Keys().HighFirst(), n: 1, lease: time.Minute, top: true})

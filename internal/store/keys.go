@@ -95,7 +95,7 @@ import (
 //	                            (ZADD LT; -inf: not known). Its name is also a shard
 //	                            channel: when the member is added, the write publishes
 //	                            "r" on it (SPUBLISH), and "d" when an earlier due time
-//	                            is scheduled, for MultiConsumers (multi.go)
+//	                            is scheduled, for MultiConsumers (internal/consume/multi.go)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
@@ -105,7 +105,7 @@ import (
 //	prioq:{Q}:poke:C    ZSET    (a shard of a queue of several) member "p", briefly:
 //	                            consumer C (a random id) began a fetch while its
 //	                            wait on the shard watched only the sched set and
-//	                            this key (fanin.go waiter); expires after a minute
+//	                            this key (internal/consume/waiter.go); expires after a minute
 //	prioq:{Q}:fence     none    never written: every script that may touch a key it
 //	                            does not declare (the group lists, gleases:G, glog:G,
 //	                            prio:P, the lanes a filled index names) declares this
@@ -271,7 +271,7 @@ func keysAt(p, meta string, lanes int) KeySet {
 // groupLeases is the key of the lease tokens of group g in flight.
 func (k KeySet) groupLeases(g string) string { return k.prefix + groupLeasesTag + g }
 
-// poke is consumer id's poke key (fanin.go waiter), a shard's.
+// poke is consumer id's poke key (internal/consume/waiter.go), a shard's.
 func (k KeySet) poke(id string) string { return k.prefix + "poke:" + id }
 
 // prioList is the key of the list of priority p (Range, format 4); the

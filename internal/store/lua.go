@@ -218,7 +218,7 @@ func newFenced(src string) script {
 // Only four scripts are not fenced: open.lua, extend.lua and pause.lua
 // declare the one key they touch (radix follows a node's ASK for it, and a
 // node that has the key runs them), and probe.lua declares none (it reads
-// many queues of one node: multi.go handles a queue whose slot moves).
+// many queues of one node: internal/consume/multi.go handles a queue whose slot moves).
 
 // newScript is src with its includes and constants (scriptText).
 func newScript(src string) radix.EvalScript {

@@ -9,7 +9,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 )
 
-// promote.go: the Redis half of promotions (the root's promoter.go runs
+// promote.go: the Redis half of promotions (internal/consume/promoter.go runs
 // them): moving due delayed messages into their lanes, reading the next due
 // time, and the promoters' wake-up (the sched key).
 
@@ -42,7 +42,7 @@ func (s *Shard) RearmSched(ctx context.Context) error {
 // PromoteDue promotes until a call moves fewer than PromoteBatch, each call
 // with its own CallTimeout, and returns the last call's time to the next due
 // message (-1: none) and server now. The promoter's and a MultiConsumer's
-// (multi.go).
+// (internal/consume/multi.go).
 func (s *Shard) PromoteDue(ctx context.Context) (next time.Duration, nowMs int64, err error) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)

@@ -103,7 +103,7 @@ const (
 	// announceReady and announceDue are the messages published on a
 	// shard's channel (the wake-up key's name, SPUBLISH) when work is made
 	// ready there and when an earlier due time is scheduled: what a
-	// MultiConsumer (multi.go) listens to.
+	// MultiConsumer (internal/consume/multi.go) listens to.
 	announceReady   = "r"
 	announceDue     = "d"
 	announceResumed = "u" // Resume (queue.go): work that waited is ready again

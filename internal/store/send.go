@@ -269,7 +269,7 @@ func (s *Shard) sendPlainOnce(ctx context.Context, ps []Item, idx []int, out []p
 			return radix.Cmd(&armed, "ZADD", s.k.wake, "LT", fmtInt(-best), wakeMember)
 		}
 		p.Append(arm())
-		// Announce the work for MultiConsumers (multi.go) as arm_wake does
+		// Announce the work for MultiConsumers (internal/consume/multi.go) as arm_wake does
 		// in the scripts, in the same round trip: while the last
 		// announcement reached a subscriber, and otherwise once a second
 		// (to find out), so that a queue nobody listens to pays one command

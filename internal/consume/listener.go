@@ -1,4 +1,4 @@
-package prioq
+package consume
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 // as long as the consumer runs, and always gives it back closed (store.Listen):
 // a subscribed connection must not serve other calls.
 type listener struct {
-	m    *multi
+	host listenerHost
+	o    listenerOptions
 	node string
 
 	mu      sync.Mutex
@@ -41,6 +42,32 @@ const (
 	refusedRetry = time.Minute
 )
 
+// listenerHost is what a listener tells its Multi.
+type listenerHost interface {
+	// announced handles an announcement what on channel ch.
+	announced(ch, what string)
+	// refusedChannel reports that the node refused to subscribe to ch.
+	refusedChannel(ch string, err error)
+	// resync finds where the shards live now, after a failure.
+	resync(ctx context.Context)
+	// probeChannels probes the shards of channels just subscribed.
+	probeChannels(chans []string)
+}
+
+// listenerOptions are what a listener needs of its consumer.
+type listenerOptions struct {
+	c             store.Client
+	callTimeout   time.Duration
+	retryInterval time.Duration
+	holding       func(node string) (done func()) // counts its connection as in use
+	bg            context.Context                 // the consumer's: ends on Close
+	report        func(error)
+}
+
+func newListener(node string, host listenerHost, o listenerOptions) *listener {
+	return &listener{host: host, o: o, node: node, want: map[string]bool{}, refused: map[string]bool{}, changed: make(chan struct{}, 1)}
+}
+
 // errListenerDone ends a listener's connection at the consumer's end.
 var errListenerDone = errors.New("prioq: listener done")
 
@@ -55,16 +82,6 @@ var errAllRefused = errors.New("prioq: every subscription refused")
 // errSlotMoved: the node dropped a subscription by itself, or refused one
 // (MOVED), because the channel's slot moved to another node.
 var errSlotMoved = store.ErrSlotMoved
-
-func (m *multi) listenerLocked(node string) *listener {
-	l := m.listeners[node]
-	if l == nil {
-		l = &listener{m: m, node: node, want: map[string]bool{}, refused: map[string]bool{}, changed: make(chan struct{}, 1)}
-		m.listeners[node] = l
-		m.goBg(l.run)
-	}
-	return l
-}
 
 func (l *listener) subscribe(ch string) {
 	l.mu.Lock()
@@ -118,7 +135,7 @@ func (l *listener) run(ctx context.Context) {
 		// The connection goes back to the pool closed, whatever serve
 		// returns (store's Listen): a subscribed connection must not serve
 		// other calls.
-		err := store.Listen(ctx, l.m.c, key, l.m.qcfg.CallTimeout, l.m.announced, l.serve)
+		err := store.Listen(ctx, l.o.c, key, l.o.callTimeout, l.host.announced, l.serve)
 		if ctx.Err() != nil {
 			return
 		}
@@ -140,12 +157,12 @@ func (l *listener) run(ctx context.Context) {
 			t.Stop()
 			continue
 		case !errors.Is(err, errSlotMoved):
-			l.m.report(fmt.Errorf("prioq: multi consumer: listening on %q: %w", l.node, err))
+			l.o.report(fmt.Errorf("prioq: multi consumer: listening on %q: %w", l.node, err))
 		}
-		if !sleepCtx(ctx, l.m.ccfg.RetryInterval) {
+		if !sleepCtx(ctx, l.o.retryInterval) {
 			return
 		}
-		l.m.resync(ctx)
+		l.host.resync(ctx)
 	}
 }
 
@@ -154,7 +171,7 @@ func (l *listener) run(ctx context.Context) {
 // announcements and follow changes of what is wanted. Its connection is
 // closed after it, whatever it returns (store.Listen).
 func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
-	defer holding(l.m.c, l.node)()
+	defer l.o.holding(l.node)()
 	have := map[string]bool{}
 	// subscribe sends SSUBSCRIBE ch: false (and no error) when the node
 	// refused it for the user's permissions.
@@ -165,7 +182,7 @@ func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 			have[ch] = true
 			return true, nil
 		case store.IsNoPerm(err):
-			l.m.refusedChannel(ch, err)
+			l.host.refusedChannel(ch, err)
 			return false, nil
 		}
 		return false, err
@@ -240,7 +257,7 @@ func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 		if len(add) > 0 {
 			// Refused ones too: what waits there is found now, not at
 			// the next probe round.
-			go l.m.probeChannels(add)
+			go l.host.probeChannels(add)
 		}
 		if len(have) == 0 {
 			l.mu.Lock()
@@ -275,7 +292,7 @@ func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 				}
 			}
 		}
-		if l.m.bg.Err() != nil {
+		if l.o.bg.Err() != nil {
 			return errListenerDone
 		}
 		rctx, cancel := context.WithTimeout(ctx, listenRead)
@@ -299,53 +316,5 @@ func (l *listener) serve(ctx context.Context, sub *store.Subscription) error {
 			return err
 		}
 		heard = time.Now()
-	}
-}
-
-// resync refreshes a Cluster client's view of the slots (the listener's and
-// the probe's connections are its own, so radix does not see the MOVED
-// replies they get) and regroups.
-func (m *multi) resync(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(ctx, m.qcfg.CallTimeout)
-	_ = store.SyncTopology(sctx, m.c)
-	cancel()
-	m.regroup()
-}
-
-// regroup finds the node of every served shard again (after a slot moved or
-// a node failed) and moves subscriptions to the listeners of their nodes.
-func (m *multi) regroup() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, mq := range m.queues {
-		nodes := mq.q.ShardNodes()
-		for i, u := range mq.units {
-			if nodes[i] == u.node {
-				continue
-			}
-			if l := m.listeners[u.node]; l != nil {
-				l.unsubscribe(u.s.Keys().Wake())
-			}
-			u.node = nodes[i]
-			m.listenerLocked(u.node).subscribe(u.s.Keys().Wake()) // and probed once subscribed
-		}
-	}
-}
-
-// probeChannels probes the shards of channels (just subscribed).
-func (m *multi) probeChannels(chans []string) {
-	m.mu.Lock()
-	var units []*unit
-	for _, ch := range chans {
-		if u := m.byChan[ch]; u != nil {
-			units = append(units, u)
-		}
-	}
-	chunks := chunkByNode(units)
-	m.mu.Unlock()
-	for _, part := range chunks {
-		if _, err := m.probe(m.bg, part, false); err != nil && m.bg.Err() == nil {
-			m.report(err)
-		}
 	}
 }

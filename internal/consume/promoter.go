@@ -1,4 +1,4 @@
-package prioq
+package consume
 
 import (
 	"context"
@@ -8,42 +8,70 @@ import (
 	"github.com/prioq/prioq/internal/store"
 )
 
-// promoter keeps a queue's delayed messages moving: it sleeps on a
+// PromoterOptions configure a Promoter (the root's ConsumerConfig holds them).
+type PromoterOptions struct {
+	// Wait is how long one wait on the sched marker lasts, and how often the
+	// next due time is read again. 0: DefaultPromoteWait.
+	Wait time.Duration
+	// RetryInterval is the pause after a failed call. 0: DefaultRetryInterval.
+	RetryInterval time.Duration
+	// Promoted, when set, gets a signal after every promotion (a test's).
+	Promoted chan<- struct{}
+}
+
+// The defaults of the loops' options (the root's of the same names: a root
+// test keeps them equal).
+const (
+	DefaultPromoteWait   = 30 * time.Second
+	DefaultRetryInterval = 500 * time.Millisecond
+)
+
+func (o PromoterOptions) withDefaults() PromoterOptions {
+	if o.Wait <= 0 {
+		o.Wait = DefaultPromoteWait
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = DefaultRetryInterval
+	}
+	return o
+}
+
+// Promoter keeps a queue's delayed messages moving: it sleeps on a
 // client-side timer until the next due time (a Redis blocking timeout is only
 // precise to ~100 ms at the default hz 10), for as long as the server's reply
-// says is left, so the host's wall clock plays no part, and is woken early by the sched
-// marker, which an enqueue pushes when it schedules a message earlier than the
-// current head. Several promoters (one per consumer) may run against one
-// queue: promotion is atomic, so they never move a message twice.
+// says is left, so the host's wall clock plays no part, and is woken early by
+// the sched marker, which an enqueue pushes when it schedules a message
+// earlier than the current head. Several promoters (one per consumer) may run
+// against one queue: promotion is atomic, so they never move a message twice.
 //
 // Every call has a deadline, so a call that hangs (a half-open connection, a
 // pool replaced by a Sentinel failover) fails at its deadline and the loop
-// goes on. Idle cost: one BLPOP and one ZRANGE per PromoteWait and, in
-// AtMostOnce (which has no sweeper), a keepMeta every few of those.
-type promoter struct {
-	s         *store.Shard
-	cfg       *ConsumerConfig // its consumer's: PromoteWait, RetryInterval
-	report    func(error)
-	keepsMeta bool // the queue's meta key is its to keep (shard 0, AtMostOnce)
+// goes on. Idle cost: one BLPOP and one ZRANGE per Wait and, in AtMostOnce
+// (which has no sweeper), a KeepMeta every few of those.
+type Promoter struct {
+	S         *store.Shard
+	Opts      PromoterOptions
+	Report    func(error)
+	KeepsMeta bool // the queue's meta key is its to keep (shard 0, AtMostOnce)
 
-	// woken, for a queue of several shards, is how the consumer's one wait
-	// on the shard (fanin.go waiter, which watches the shard's sched set
-	// beside its wake-up set) says an earlier due time was scheduled; the
-	// promoter then does not block itself, and re-reads the next due time
-	// every PromoteWait.
-	woken <-chan struct{}
+	// Woken, for a queue of several shards, is how the consumer's one wait
+	// on the shard (Waiter, which watches the shard's sched set beside its
+	// wake-up set) says an earlier due time was scheduled; the promoter then
+	// does not block itself, and re-reads the next due time every Wait.
+	Woken <-chan struct{}
 }
 
-func (p *promoter) run(ctx context.Context) {
-	c, q := p, p.s
+// Run promotes until ctx ends, then puts the sched marker back.
+func (p *Promoter) Run(ctx context.Context) {
+	q, o := p.S, p.Opts.withDefaults()
 	wake := make(chan bool, 1) // true: marker popped; false: re-read the next due time
 	waiterDone := make(chan struct{})
 	go func() {
 		defer close(waiterDone)
-		if p.woken != nil {
-			p.forward(ctx, wake)
+		if p.Woken != nil {
+			p.forward(ctx, o, wake)
 		} else {
-			p.wait(ctx, wake)
+			p.wait(ctx, o, wake)
 		}
 	}()
 	defer func() {
@@ -78,10 +106,11 @@ func (p *promoter) run(ctx context.Context) {
 				learnedAt = time.Time{}
 			} else {
 				serverMs, learnedAt = now, time.Now()
+				signal(o.Promoted)
 			}
 		} else {
-			if p.keepsMeta && round%metaEvery == 0 && q.Config().Mode == store.AtMostOnce { // AtLeastOnce: the sweeper does it
-				q.KeepMeta(ctx, c.report)
+			if p.KeepsMeta && round%MetaEvery == 0 && q.Config().Mode == store.AtMostOnce { // AtLeastOnce: the sweeper does it
+				q.KeepMeta(ctx, p.Report)
 			}
 			cctx, cancel := context.WithTimeout(ctx, q.Config().CallTimeout)
 			var due int64
@@ -95,8 +124,8 @@ func (p *promoter) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			c.report(err)
-			timer.Reset(c.cfg.RetryInterval)
+			p.Report(err)
+			timer.Reset(o.RetryInterval)
 			continue
 		}
 		if next >= 0 {
@@ -111,28 +140,28 @@ func (p *promoter) run(ctx context.Context) {
 // and had not acted on (popped in the instant before Close, or lost with the
 // connection its cancelled wait closed), or an earlier due time that only
 // its timer knew, would otherwise be gone, and the other promoters would
-// learn of it only at their PromoteWait. At worst one wakes for nothing.
+// learn of it only at their Wait. At worst one wakes for nothing.
 // One round trip with a deadline of its own: Close waits for it.
-func (p *promoter) rearm() {
-	q := p.s
+func (p *Promoter) rearm() {
+	q := p.S
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := q.RearmSched(ctx); err != nil {
-		p.report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.Name(), err))
+		p.Report(fmt.Errorf("prioq: promoter of %q: putting the wake-up marker back: %w", q.Name(), err))
 	}
 }
 
 // forward turns the waiter's signals into wake-ups and sends a re-read of the
-// next due time every PromoteWait (what wait's timeouts do).
-func (p *promoter) forward(ctx context.Context, wake chan<- bool) {
-	t := time.NewTicker(p.cfg.PromoteWait)
+// next due time every Wait (what wait's timeouts do).
+func (p *Promoter) forward(ctx context.Context, o PromoterOptions, wake chan<- bool) {
+	t := time.NewTicker(o.Wait)
 	defer t.Stop()
 	for {
 		marker := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.woken:
+		case <-p.Woken:
 			marker = true
 		case <-t.C:
 		}
@@ -146,20 +175,20 @@ func (p *promoter) forward(ctx context.Context, wake chan<- bool) {
 // wait blocks on the sched marker and reports wake-ups and timeouts. After a
 // failed wait it asks for the next due time to be read again: a marker may
 // have been lost with the connection.
-func (p *promoter) wait(ctx context.Context, wake chan<- bool) {
-	c, q := p, p.s
+func (p *Promoter) wait(ctx context.Context, o PromoterOptions, wake chan<- bool) {
+	q := p.S
 	for ctx.Err() == nil {
-		wctx, cancel := context.WithTimeout(ctx, c.cfg.PromoteWait+store.BlockMargin)
-		marker, err := q.WaitSched(wctx, c.cfg.PromoteWait)
+		wctx, cancel := context.WithTimeout(ctx, o.Wait+store.BlockMargin)
+		marker, err := q.WaitSched(wctx, o.Wait)
 		cancel()
 		if err != nil && q.ClosedUnder(err) {
 			marker = true // the marker may have gone with the pool: promote
 		} else if err != nil {
 			if ctx.Err() != nil {
-				return // run puts a marker back
+				return // Run puts a marker back
 			}
-			c.report(fmt.Errorf("prioq: promoter of %q: %w", q.Name(), err))
-			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+			p.Report(fmt.Errorf("prioq: promoter of %q: %w", q.Name(), err))
+			if !sleepCtx(ctx, o.RetryInterval) {
 				return
 			}
 		}
