@@ -145,7 +145,7 @@ func TestScriptsListTheirIncludes(t *testing.T) {
 func TestIncludeOrder(t *testing.T) {
 	order, err := includeOrder("-- x.lua\n-- include: park, util\nreturn 1")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"lanes", "push", "records", "util", "park"}, order)
+	assert.Equal(t, []string{"lanes", "parkentry", "push", "records", "util", "park"}, order)
 	order, err = includeOrder("-- x.lua: no includes\nreturn 1")
 	require.NoError(t, err)
 	assert.Equal(t, []string(nil), order)

@@ -1,7 +1,7 @@
 -- ack.lua: acknowledge deliveries whose ids were given by the producer (of
 -- a group or not).
 --
--- include: groupend, lanes, park, util, wake
+-- include: groupend, lanes, parkentry, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:leases    ZSET

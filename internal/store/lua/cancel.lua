@@ -1,6 +1,6 @@
 -- cancel.lua: remove one waiting message (delayed or ready) by id.
 --
--- include: checks, delayed, each, envelope, lanes, park, push, util
+-- include: checks, delayed, each, envelope, lanes, parkentry, push, util
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET

@@ -1,6 +1,6 @@
 -- enqueue.lua: store a batch of messages, ready or delayed, in one call.
 --
--- include: bylane, checks, delayed, envelope, lanes, order, util, wake
+-- include: bylane, checks, delayed, envelope, lanes, order, schedule, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET

@@ -1,7 +1,7 @@
 -- fail.lua: end one delivery that did not succeed: retry it later or
 -- dead-letter it.
 --
--- include: checks, delayed, envelope, groupend, grouppush, lanes, order, park, records, util, wake
+-- include: checks, delayed, envelope, groupend, grouppush, lanes, order, parkentry, records, schedule, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET

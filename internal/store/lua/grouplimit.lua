@@ -1,6 +1,6 @@
 -- grouplimit.lua: set a group's limits, concurrency and rate (groups.go, limits.go).
 --
--- include: lanes, park, util, wake
+-- include: lanes, park, parkentry, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:glimits  HASH

@@ -1,6 +1,6 @@
 -- promote.lua: move due delayed messages into their lanes, up to a batch.
 --
--- include: bylane, checks, delayed, lanes, order, park, records, util, wake
+-- include: bylane, checks, delayed, lanes, order, park, parkentry, records, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:delayed  ZSET

@@ -1,6 +1,6 @@
 -- purge.lua: delete every waiting message (ready and delayed) of a queue.
 --
--- include: delayed, each, envelope, index, lanes, park, push, records, util
+-- include: delayed, each, envelope, index, lanes, parkentry, push, records, util
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET

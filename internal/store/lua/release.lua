@@ -1,7 +1,7 @@
 -- release.lua: give deliveries back untouched, in one call: what a closing
 -- consumer held but never handed out.
 --
--- include: bylane, checks, groupend, lanes, order, park, records, util, wake
+-- include: bylane, checks, groupend, lanes, order, parkentry, records, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET

@@ -1,6 +1,6 @@
 -- sweep.lua: redeliver messages whose lease expired; re-arm a lost wake-up.
 --
--- include: bylane, checks, envelope, groupend, lanes, order, park, rates, records, util, wake
+-- include: bylane, checks, envelope, groupend, lanes, order, park, parkentry, rates, records, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET

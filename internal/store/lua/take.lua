@@ -1,6 +1,6 @@
 -- take.lua: pop the highest-priority ready messages and lease them.
 --
--- include: take_first, take_gend, take_lease, take_more, take_rate, take_state
+-- include: take_first, take_gend, take_lease, take_more, take_rate, take_state, take_unleased
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:paused    LIST/ZSET

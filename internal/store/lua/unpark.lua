@@ -1,7 +1,7 @@
 -- unpark.lua: put back the markers of groups parked at their limit, after
 -- acks without Lua ended leases of theirs (groups.go).
 --
--- include: groupend, lanes, park, util, wake
+-- include: groupend, lanes, park, parkentry, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]  prioq:{Q}:wake  ZSET

@@ -1,5 +1,5 @@
 -- inc/delayed.lua: the delayed set and its records.
--- include: envelope, records, util, wake
+-- include: envelope, records, util
 -- delayed_member is the delayed set's member for a message: its sequence
 -- number in front of its id, so that messages due in the same millisecond are
 -- promoted in the order they were scheduled, whatever their ids.
@@ -37,33 +37,4 @@ local function need_delayed(delayed, dstore, sched, sharded)
   need(delayed, 'zset')
   need(dstore, 'hash')
   if sharded then need(sched, 'zset') else need(sched, 'list') end
-end
-
--- schedule stores a delayed message (its member in the delayed set, its
--- record "lane|score|" seq‖envelope in dstore) and wakes a promoter when it
--- comes due before the set's head did: the promoters sleep until the head's
--- due time. The sched marker is a list of length ≤ 1, so it stays bounded;
--- for a shard of a queue of several (sharded) it is a sorted set whose one
--- member is DUE, which a consumer's one blocking wait per shard watches
--- beside the wake-up set when that consumer promotes.
--- earliest is the head's due time as last seen (nil: read it here); schedule
--- returns it as it is now, for the next message of a batch.
-local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, earliest, sharded)
-  if earliest == nil then
-    local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-    earliest = head[2] and tonumber(head[2]) or math.huge
-  end
-  redis.call('ZADD', delayed, due, delayed_member(seq, id))
-  redis.call('HSET', dstore, id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
-  if due < earliest then
-    earliest = due
-    if sharded then
-      redis.call('ZADD', sched, 0, DUE)
-    elseif redis.call('LLEN', sched) == 0 then
-      redis.call('RPUSH', sched, SCHED)
-    end
-    -- The wake-up key is the sched key's sibling (keys.go): same prefix.
-    announce(string.sub(sched, 1, #sched - #'sched') .. 'wake', ANNOUNCE_DUE)
-  end
-  return earliest
 end
