@@ -162,6 +162,8 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	h.mux.HandleFunc("GET /{$}", h.index)
 	h.mux.HandleFunc("GET /api/queues", h.indexJSON)
+	h.mux.HandleFunc("GET /workers", h.workersPage)
+	h.mux.HandleFunc("GET /api/workers", h.workersJSON)
 	h.mux.HandleFunc("GET /q/{name}", h.onQueue(h.queuePage))
 	h.mux.HandleFunc("GET /api/stats/{name}", h.onQueue(h.statsJSON))
 	h.mux.HandleFunc("GET /api/queue/{name}", h.onQueue(h.queueJSON))

@@ -243,6 +243,29 @@
     return;
   }
 
+  if (body.dataset.workers) {
+    // The workers page: the registry read again every 2 s.
+    setInterval(async () => {
+      try {
+        const js = await getJSON('api/workers');
+        fresh(js.at);
+        set('workers-count', js.workers.length + ' live consumer(s)');
+        fill('#allworkers tbody', js.workers.map((w) => {
+          const qs = document.createElement('span');
+          w.queues.slice(0, 5).forEach((q, i) => {
+            if (i) qs.append(', ');
+            qs.append(link(q, 'q/' + encodeURIComponent(q)));
+          });
+          if (w.queues.length > 5) qs.append(' and ' + w.queues.length + ' in all');
+          if (w.pattern) qs.append(' (pattern ' + w.pattern + ')');
+          return row([w.id + ' (' + w.kind + ')', w.host, w.process + ' ' + w.pid, qs,
+            w.in_flight + ' of ' + w.concurrency, w.delivered, dur(js.at - w.started), dur(Math.max(0, js.at - w.last_seen)) + ' ago']);
+        }), 'no live consumer', 8);
+      } catch (e) { stale(e); }
+    }, 2000);
+    return;
+  }
+
   if (body.dataset.list) {
     // The list: its own page polled again (the same search, sort and page),
     // every row redrawn, with rates from the totals between polls.
