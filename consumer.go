@@ -117,7 +117,8 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			c.goBackground(w.Run)
 		}
 	}
-	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} })
+	var lastMinute time.Time
+	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} }, q.recordMinute(&lastMinute))
 	return c, nil
 }
 

@@ -7,12 +7,13 @@ import (
 	"github.com/prioq/prioq"
 )
 
-// How much of each queue's past the charts get: what this process has read
-// of it (every reading a page made, at most one a second) in the last hour,
-// for at most historyQueues queues (the least recently read forgotten
-// first). A page opened now starts its charts with that rather than empty.
-// History kept in Redis, seen by every process from the queue's start,
-// needs a library change.
+// How much of each queue's past the charts get: the queue's history kept in
+// Redis (one reading a minute, recorded by its consumers and by this
+// dashboard: prioq.Queue.History) for the hour before what this process has
+// read of it itself (every reading a page made, at most one a second) in the
+// last hour, for at most historyQueues queues (the least recently read
+// forgotten first). A page opened now starts its charts with that rather
+// than empty, even from a dashboard started a minute ago.
 const (
 	historySpan   = time.Hour
 	historyEvery  = time.Second
@@ -33,8 +34,9 @@ type sample struct {
 }
 
 type history struct {
-	mu      sync.Mutex
-	byQueue map[string][]sample
+	mu       sync.Mutex
+	byQueue  map[string][]sample
+	recorded map[string]time.Time // the minute last recorded into Redis, per queue
 }
 
 // add records a reading of the queue's figures taken at at.
@@ -78,4 +80,38 @@ func (h *history) of(queue string) []sample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]sample{}, h.byQueue[queue]...)
+}
+
+// minuteIsNew reports whether queue's minute of at was not recorded into
+// the queue's history in Redis by this process yet, and marks it.
+func (h *history) minuteIsNew(queue string, at time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.recorded == nil {
+		h.recorded = map[string]time.Time{}
+	}
+	m := at.Truncate(time.Minute)
+	if h.recorded[queue].Equal(m) {
+		return false
+	}
+	if len(h.recorded) >= historyQueues {
+		clear(h.recorded)
+	}
+	h.recorded[queue] = m
+	return true
+}
+
+// withStored puts the queue's readings kept in Redis (a minute apart) in
+// front of own, this process's: those of the minutes that ended before own's
+// first reading (a stored reading stands for its whole minute).
+func withStored(stored []prioq.Sample, own []sample) []sample {
+	var out []sample
+	for _, x := range stored {
+		if len(own) > 0 && x.At.Add(time.Minute).UnixMilli() > own[0].At {
+			break
+		}
+		out = append(out, sample{At: x.At.UnixMilli(), Ready: x.Ready, Delayed: x.Delayed, InFlight: x.InFlight,
+			Dead: x.Dead, Enqueued: x.Enqueued, Acked: x.Acked, Retried: x.Retried, DeadLtd: x.DeadLettered})
+	}
+	return append(out, own...)
 }

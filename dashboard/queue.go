@@ -86,6 +86,9 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 	}
 	v.OutsideLanes = max(v.OutsideLanes, 0)
 	h.hist.add(q.Name(), v.At, v.Stats)
+	if h.hist.minuteIsNew(q.Name(), v.At) {
+		_ = q.RecordHistory(ctx, v.Stats) // best effort: the page shows what it read either way
+	}
 	return v, nil
 }
 
@@ -227,7 +230,8 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 	m["workers"], m["workers_error"], m["idle"] = workers, v.WorkersErr, v.Idle()
 	m["peek"], m["dead_letters"], m["top_groups"] = peek, dead, groups
 	if r.URL.Query().Get("history") == "1" {
-		m["history"] = h.hist.of(q.Name())
+		stored, _ := q.History(ctx, v.At.Add(-historySpan)) // none when it cannot be read
+		m["history"] = withStored(stored, h.hist.of(q.Name()))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(m)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/mediocregopher/radix/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +164,41 @@ func TestOldestReadyInGroupsNotShownAsZero(t *testing.T) {
 	_, _, body = req(t, srv, "GET", "/api/queue/"+url.PathEscape(q.Name()), nil, nil)
 	assert.NotContains(t, body, `"oldest":"unknown (in groups)"`)
 	assert.NotContains(t, body, `"oldest":"0s"`)
+}
+
+// A dashboard started now draws the last hour from the queue's history kept
+// in Redis (written a minute at a time by consumers and dashboards), before
+// its own readings.
+func TestChartsStartFromTheHistoryInRedis(t *testing.T) {
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	ctx := context.Background()
+	// Two minutes recorded earlier by another process (the member's form:
+	// "t|ready|delayed|in flight|dead|enqueued|acked|retried|dead lettered").
+	key := "prioq:{" + q.Name() + "}:hist"
+	for i, ready := range []int64{7, 5} {
+		at := time.Now().Truncate(time.Minute).Add(time.Duration(i-3) * time.Minute).UnixMilli()
+		member := fmt.Sprintf("%d|%d|0|0|0|%d|%d|0|0", at, ready, 10+i, 3+i)
+		require.NoError(t, client.Do(ctx, radix.Cmd(nil, "ZADD", key, fmt.Sprint(at), member)))
+	}
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, _, body := req(t, srv, "GET", "/api/queue/"+url.PathEscape(q.Name())+"?history=1", nil, nil)
+	var js struct {
+		History []sample
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &js))
+	var ready []int64
+	for _, s := range js.History {
+		ready = append(ready, s.Ready)
+	}
+	assert.Equal(t, []int64{7, 5, 1}, ready, "two minutes from Redis, then this process's reading")
+	// This dashboard recorded its own minute too.
+	stored, err := q.History(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	assert.Equal(t, int64(1), stored[2].Ready)
 }

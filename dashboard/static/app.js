@@ -81,11 +81,13 @@
   }
 
   // rates turns successive readings into rates per second: null across a
-  // gap (no reading for 15 s), or where a total went down (reset).
+  // gap (no reading for two minutes), or where a total went down (reset).
   function rates(samples) {
     return samples.map((s, i) => {
       const p = samples[i - 1], out = { t: s.t, enqueued: null, acked: null, retried: null, died: null };
-      if (!p || s.t - p.t <= 0 || s.t - p.t > 15e3) return out;
+      // A gap of more than two minutes (nobody read the queue) draws no
+      // rate; readings kept in Redis are a minute apart.
+      if (!p || s.t - p.t <= 0 || s.t - p.t > 125e3) return out;
       const dt = (s.t - p.t) / 1000;
       for (const [k, from] of [['enqueued', 'enqueued'], ['acked', 'acked'], ['retried', 'retried'], ['died', 'dead_lettered']]) {
         const d = s[from] - p[from];
@@ -145,7 +147,7 @@
       for (const p of points) {
         const v = p[k];
         if (v === null || v === undefined) { prev = null; continue; }
-        if (prev && p.t - prev.t <= 15e3) c.lineTo(x(p.t), y(v)); else c.moveTo(x(p.t), y(v));
+        if (prev && p.t - prev.t <= 125e3) c.lineTo(x(p.t), y(v)); else c.moveTo(x(p.t), y(v));
         prev = p;
       }
       c.stroke();

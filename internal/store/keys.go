@@ -78,6 +78,10 @@ import (
 //	                            by each take, expiring P ms after the newest)
 //	prioq:{Q}:gdue      ZSET    group -> when (ms) a group parked at its rate limit
 //	                            comes back; promote.lua puts its markers back then
+//	prioq:{Q}:hist      ZSET    "t|ready|delayed|in flight|dead|enqueued|acked|retried|dead
+//	                            lettered" -> t: one reading of the queue's figures a minute
+//	                            (t: the minute, unix ms), a day of them at most, for charts
+//	                            (history.go); written by consumers and the dashboard
 //	prioq:{Q}:rate      STRING  the queue's rate limit, "0 R P" (rates.go)
 //	prioq:{Q}:rlog      ZSET    the queue's log of takes, as glog:G
 //	prioq:{Q}:seq       STRING  counter: FIFO order in segments and among equal due times
@@ -129,6 +133,7 @@ type KeySet struct {
 	filled                                         string
 	gready, gpark, glimits, gdue, gflight          string
 	rate, rlog                                     string
+	hist                                           string
 	wake, paused, leases, inflight, dead           string
 	fence                                          string   // never exists (see the layout above)
 	lanes                                          []string // lane 0 (lowest priority) first
@@ -245,6 +250,7 @@ func keysAt(p, meta string, lanes int) KeySet {
 		// Rate limits (rates.go).
 		rate:   p + queueRateName,
 		rlog:   p + queueLogName,
+		hist:   p + "hist",
 		lanes:  make([]string, lanes),
 		prefix: p,
 	}
@@ -291,7 +297,7 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k KeySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
-		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog}, k.lanes...)
+		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog, k.hist}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -1,0 +1,74 @@
+package prioq
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/prioq/prioq/internal/store"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// A consumer records the queue's figures once a minute into its history,
+// which any process reads back; a minute is recorded once however many
+// write it; readings older than a day go; a damaged reading is skipped; a
+// history key of the wrong type is an error for History and RecordHistory,
+// and the consumer works on.
+func TestHistoryKeptInRedis(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	for range 3 {
+		_, err := q.Enqueue(ctx, []byte("x"))
+		require.NoError(t, err)
+	}
+	start := time.Now()
+	c := newConsumer(t, q, ConsumerConfig{Heartbeat: 20 * time.Millisecond, NoPromoter: true})
+	var xs []Sample
+	for deadline := time.Now().Add(5 * time.Second); len(xs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		xs, err = q.History(ctx, start.Add(-2*time.Minute))
+		require.NoError(t, err)
+	}
+	require.True(t, len(xs) >= 1, "no reading recorded by the consumer")
+	last := xs[len(xs)-1]
+	require.Equal(t, int64(3), last.Ready)
+	require.Equal(t, int64(3), last.Enqueued)
+	require.True(t, !last.At.After(time.Now()) && time.Since(last.At) < 2*time.Minute, "%v", last.At)
+
+	// The same minute again: still one reading of it.
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.NoError(t, q.RecordHistory(ctx, st))
+	require.NoError(t, q.RecordHistory(ctx, st))
+	again, err := q.History(ctx, start.Add(-2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, len(xs), len(again))
+
+	// A day and more ago goes with the next write; a damaged member is skipped.
+	s := q.shards[0]
+	require.NoError(t, s.AddSample(ctx, store.Sample{At: time.Now().Add(-25 * time.Hour), Ready: 9}))
+	old, err := q.History(ctx, time.Now().Add(-26*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, len(xs)+1, len(old))
+	require.NoError(t, s.AddSample(ctx, store.Sample{At: time.Now(), Ready: 3})) // a second of this minute: readers keep one
+	old, err = q.History(ctx, time.Now().Add(-26*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, len(xs), len(old), "the day-old reading went with the next write")
+	require.Equal(t, int64(3), old[len(old)-1].Ready)
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", s.Keys().Prefix()+"hist", "1", "not|a|reading")))
+	kept, err := q.History(ctx, time.Now().Add(-26*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, len(xs), len(kept))
+
+	// The wrong type: an error, and the consumer goes on.
+	hist := s.Keys().Prefix() + "hist"
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "DEL", hist)))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "SET", hist, "x")))
+	_, err = q.History(ctx, start)
+	require.Error(t, err)
+	require.Error(t, q.RecordHistory(ctx, st))
+	m, err := c.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Ack(ctx))
+}
