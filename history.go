@@ -12,7 +12,7 @@ type Sample struct {
 	// At is the minute it stands for (the recording process's clock).
 	At time.Time
 	// The figures of Stats at that minute.
-	Ready, Delayed, InFlight, Dead        int64
+	Ready, Delayed, InFlight, Dead         int64
 	Enqueued, Acked, Retried, DeadLettered int64
 }
 
