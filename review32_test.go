@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
 
@@ -27,4 +28,27 @@ func TestReview32RangeGroupOldestReady(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), st.Ready)
 	require.True(t, st.OldestReady >= 300*time.Millisecond, "a group's marker heads the Range list: oldest ready %v", st.OldestReady)
+}
+
+// Setup: RunNow's process dies between its two steps (simulated: the first
+// step, ZADD XX with score 0 on the delayed set, done by hand; no promoter
+// runs yet). Wrong: Queue.Scheduled then reports the message's Due as
+// 1970-01-01 (the score 0), not when it was made due; the dashboard and
+// `prioq peek --state delayed` show it due 56 years ago. The same happens
+// in the window between the two steps of every successful RunNow.
+func TestReview32RunNowInterruptedReportsDueIn1970(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(3)})
+	_, err := q.Enqueue(ctx, []byte("x"), ID("soon"), Delay(time.Hour))
+	require.NoError(t, err)
+	k := q.shards[0].Keys()
+	var members []string
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&members, "ZRANGE", k.Delayed(), "0", "-1")))
+	require.Len(t, members, 1)
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", k.Delayed(), "XX", "CH", "0", members[0])))
+	page, err := q.Scheduled(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.True(t, time.Since(page[0].Due) < time.Minute, "due %v", page[0].Due)
 }
