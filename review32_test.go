@@ -52,3 +52,20 @@ func TestReview32RunNowInterruptedReportsDueIn1970(t *testing.T) {
 	require.Len(t, page, 1)
 	require.True(t, time.Since(page[0].Due) < time.Minute, "due %v", page[0].Due)
 }
+
+// Setup: a consumer whose Heartbeat is 100 years (bad input, like the
+// negative and too short intervals TestWorkersNoHeartbeatAndBadIntervals
+// refuses). Wrong: NewConsumer accepts it; the record's time to live,
+// 3*Heartbeat, overflows time.Duration to a negative number, and every
+// heartbeat is refused by Redis (SET PX of a negative time), reported as
+// ErrRegistry: the consumer is never listed. It should be ErrInvalidOption
+// at NewConsumer (a bound on Heartbeat, or on 3*Heartbeat).
+func TestReview32HeartbeatOverflowAccepted(t *testing.T) {
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	c, err := q.NewConsumer(ConsumerConfig{Heartbeat: 100 * 365 * 24 * time.Hour})
+	if err == nil {
+		c.Close(ctxT(t, 5*time.Second))
+	}
+	require.ErrorIs(t, err, ErrInvalidOption)
+}
