@@ -1,6 +1,8 @@
 package prioq
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +70,63 @@ func TestReview32HeartbeatOverflowAccepted(t *testing.T) {
 		c.Close(ctxT(t, 5*time.Second))
 	}
 	require.ErrorIs(t, err, ErrInvalidOption)
+}
+
+// Setup: a queue of two shards with 24,000 delayed messages; a page deep in
+// them, Scheduled(22000, 10), as a dashboard paging on asks. Wrong: each
+// shard reads its first start+n = 22,010 members (it holds about 12,000) and HMGETs all of
+// their records (about 12,000 arguments, past MaxBatch) in one command, to keep
+// 10: the cost of a page grows with its offset without bound (a page at
+// 1,000,000 is one HMGET of a million records per shard, blocking Redis).
+// Seen in SLOWLOG (threshold 0 for the call). Fix: merge on (due, member)
+// from the ZRANGE WITHSCORES alone and HMGET only the n kept, or page by a
+// cursor (due time, member) instead of an offset.
+func TestReview32ShardedScheduledDeepPageReadsEveryRecord(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 60*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2), Shards: 2})
+	items := make([]EnqueueItem, 1000)
+	for i := range items {
+		items[i] = EnqueueItem{Payload: []byte("x"), Options: []Option{Delay(time.Hour)}}
+	}
+	for range 24 {
+		_, err := q.EnqueueBatch(ctx, items)
+		require.NoError(t, err)
+	}
+	var old []string
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&old, "CONFIG", "GET", "slowlog-log-slower-than")))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "CONFIG", "SET", "slowlog-log-slower-than", "0")))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "SLOWLOG", "RESET")))
+	page, err := q.Scheduled(ctx, 22000, 10)
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "CONFIG", "SET", "slowlog-log-slower-than", old[1])))
+	require.NoError(t, err)
+	require.Len(t, page, 10)
+	var entries []any
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&entries, "SLOWLOG", "GET", "128")))
+	str := func(v any) string {
+		if b, ok := v.([]byte); ok {
+			return string(b)
+		}
+		return fmt.Sprint(v)
+	}
+	most := 0
+	for _, e := range entries {
+		row, _ := e.([]any)
+		if len(row) < 4 {
+			continue
+		}
+		args, _ := row[3].([]any)
+		if len(args) < 2 || str(args[0]) != "HMGET" || !strings.Contains(str(args[1]), q.Name()) {
+			continue
+		}
+		n := len(args)
+		if last := str(args[n-1]); strings.HasPrefix(last, "... (") {
+			var more int
+			fmt.Sscanf(last, "... (%d more arguments)", &more)
+			n += more - 1
+		}
+		most = max(most, n)
+	}
+	require.True(t, most > 0, "no HMGET of the queue in SLOWLOG")
+	require.True(t, most <= MaxBatch+1, "an HMGET of %d arguments for a page of 10", most)
 }
