@@ -1,9 +1,11 @@
 package prioq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -30,20 +32,23 @@ type LeasedMessage struct {
 // Scheduled returns up to n (at most MaxBatch) of the delayed messages,
 // soonest due first, from the start-th on: a page of them. Reading is not
 // atomic: a message promoted meanwhile is left out, and a record that does
-// not decode is skipped and logged. On a queue of several shards each shard's
-// first start+n are read and merged.
+// not decode is skipped and logged. On a queue of several shards the due
+// times of each shard's first start+n are read and merged, and only the
+// page's records.
 func (q *Queue) Scheduled(ctx context.Context, start, n int) ([]ScheduledMessage, error) {
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: Scheduled(%d, %d)", ErrInvalidOption, start, n)
 	}
-	return browse(q, "delayed", start, n, func(s *store.Shard, from, k int) ([]ScheduledMessage, store.Browsed, error) {
-		page, b, err := s.Scheduled(ctx, from, k)
-		out := make([]ScheduledMessage, len(page))
-		for i, m := range page {
-			out[i] = ScheduledMessage{MessageInfo(m.Info), m.Due}
-		}
-		return out, b, err
-	}, func(a, b ScheduledMessage) int { return a.Due.Compare(b.Due) })
+	return browse(ctx, q, "delayed", start, n,
+		func(s *store.Shard, from, k int) (store.Index, error) { return s.ScheduledIndex(ctx, from, k) },
+		func(s *store.Shard, ix store.Index) ([]ScheduledMessage, store.Browsed, error) {
+			page, b, err := s.ScheduledOf(ctx, ix)
+			out := make([]ScheduledMessage, len(page))
+			for i, m := range page {
+				out[i] = ScheduledMessage{MessageInfo(m.Info), m.Due}
+			}
+			return out, b, err
+		}, func(a, b ScheduledMessage) int { return a.Due.Compare(b.Due) })
 }
 
 // Leased returns up to n (at most MaxBatch) of the messages in flight, the
@@ -53,47 +58,87 @@ func (q *Queue) Leased(ctx context.Context, start, n int) ([]LeasedMessage, erro
 	if start < 0 || n < 1 {
 		return nil, fmt.Errorf("%w: Leased(%d, %d)", ErrInvalidOption, start, n)
 	}
-	return browse(q, "in flight", start, n, func(s *store.Shard, from, k int) ([]LeasedMessage, store.Browsed, error) {
-		page, b, err := s.LeasedPage(ctx, from, k)
-		out := make([]LeasedMessage, len(page))
-		for i, m := range page {
-			out[i] = LeasedMessage{MessageInfo(m.Info), m.Deadline, m.TakenAt}
-		}
-		return out, b, err
-	}, func(a, b LeasedMessage) int { return a.LeaseDeadline.Compare(b.LeaseDeadline) })
+	return browse(ctx, q, "in flight", start, n,
+		func(s *store.Shard, from, k int) (store.Index, error) { return s.LeasedIndex(ctx, from, k) },
+		func(s *store.Shard, ix store.Index) ([]LeasedMessage, store.Browsed, error) {
+			page, b, err := s.LeasedOf(ctx, ix)
+			out := make([]LeasedMessage, len(page))
+			for i, m := range page {
+				out[i] = LeasedMessage{MessageInfo(m.Info), m.Deadline, m.TakenAt}
+			}
+			return out, b, err
+		}, func(a, b LeasedMessage) int { return a.LeaseDeadline.Compare(b.LeaseDeadline) })
 }
 
-// browse reads a page of one state of every shard and merges them by order.
-func browse[T any](q *Queue, what string, start, n int,
-	read func(s *store.Shard, from, k int) ([]T, store.Browsed, error), order func(a, b T) int) ([]T, error) {
+// browse reads a page of one state: its index (members and times), then
+// the records of the page alone. On a queue of several shards the indexes
+// of every shard's first start+n are merged by time (ties: shard, then
+// place) to find the page.
+func browse[T any](ctx context.Context, q *Queue, what string, start, n int,
+	index func(s *store.Shard, from, k int) (store.Index, error),
+	records func(s *store.Shard, ix store.Index) ([]T, store.Browsed, error), order func(a, b T) int) ([]T, error) {
 	n = min(n, MaxBatch)
-	from, k := start, n
-	if len(q.shards) > 1 {
-		from, k = 0, start+n
+	pages := make([]store.Index, len(q.shards))
+	if len(q.shards) == 1 {
+		ix, err := index(q.shards[0], start, n)
+		if err != nil {
+			return nil, err
+		}
+		pages[0] = ix
+	} else {
+		k := n + min(start, math.MaxInt-n) // no overflow: a page that far is empty
+		idx := make([]store.Index, len(q.shards))
+		if err := q.eachShard(func(i int, s *store.Shard) (err error) {
+			idx[i], err = index(s, 0, k)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		type at struct{ shard, i int }
+		var all []at
+		for sh, ix := range idx {
+			for i := range ix.Members {
+				all = append(all, at{sh, i})
+			}
+		}
+		slices.SortStableFunc(all, func(a, b at) int {
+			return cmp.Or(cmp.Compare(idx[a.shard].Scores[a.i], idx[b.shard].Scores[b.i]), cmp.Compare(a.shard, b.shard), cmp.Compare(a.i, b.i))
+		})
+		all = all[min(start, len(all)):min(start+n, len(all))]
+		if len(all) == 0 {
+			return nil, nil
+		}
+		// Each shard's part of the page, in its own order (the merged
+		// order restricted to one shard).
+		for _, p := range all {
+			pages[p.shard].Members = append(pages[p.shard].Members, idx[p.shard].Members[p.i])
+			pages[p.shard].Scores = append(pages[p.shard].Scores, idx[p.shard].Scores[p.i])
+		}
+		per := make([][]T, len(q.shards))
+		broken := make([][]string, len(q.shards))
+		if err := q.eachShard(func(i int, s *store.Shard) error {
+			if len(pages[i].Members) == 0 {
+				return nil
+			}
+			page, b, err := records(s, pages[i])
+			per[i], broken[i] = page, b.Broken
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		logBroken(q, what, broken)
+		// The same merge again on what was read: shard 0's first, then a
+		// stable sort by time, is (time, shard, place).
+		out := slices.Concat(per...)
+		slices.SortStableFunc(out, order)
+		return out, nil
 	}
-	per := make([][]T, len(q.shards))
-	broken := make([][]string, len(q.shards))
-	err := q.eachShard(func(i int, s *store.Shard) error {
-		page, b, err := read(s, from, k)
-		per[i], broken[i] = page, b.Broken
-		return err
-	})
+	page, b, err := records(q.shards[0], pages[0])
 	if err != nil {
 		return nil, err
 	}
-	if bad := slices.Concat(broken...); len(bad) > 0 {
-		q.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "prioq: records that do not decode, skipped",
-			slog.String("queue", q.name), slog.String("state", what), slog.Any("ids", bad))
-	}
-	if len(q.shards) == 1 {
-		return per[0], nil
-	}
-	all := slices.Concat(per...)
-	slices.SortStableFunc(all, order)
-	if start >= len(all) {
-		return nil, nil
-	}
-	return all[start:min(start+n, len(all))], nil
+	logBroken(q, what, [][]string{b.Broken})
+	return page, nil
 }
 
 // RunNow makes the delayed message id ready at once, in its place among the
@@ -114,4 +159,12 @@ func (q *Queue) RunNow(ctx context.Context, id string) error {
 		}
 	}
 	return fmt.Errorf("%w: no delayed message %q in %q", ErrNotFound, id, q.name)
+}
+
+// logBroken logs the records of a browse that did not decode.
+func logBroken(q *Queue, what string, broken [][]string) {
+	if bad := slices.Concat(broken...); len(bad) > 0 {
+		q.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "prioq: records that do not decode, skipped",
+			slog.String("queue", q.name), slog.String("state", what), slog.Any("ids", bad))
+	}
 }

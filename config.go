@@ -96,6 +96,9 @@ func (c ConsumerConfig) validate() error {
 		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat}); err != nil {
 		return err
 	}
+	if c.Heartbeat > MaxHeartbeat {
+		return fmt.Errorf("%w: Heartbeat %v above MaxHeartbeat (%v)", ErrInvalidOption, c.Heartbeat, MaxHeartbeat)
+	}
 	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
 		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
 		"RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat})

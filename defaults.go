@@ -61,6 +61,11 @@ const (
 	// 15 seconds.
 	DefaultHeartbeat = 5 * time.Second
 
+	// MaxHeartbeat is the longest ConsumerConfig.Heartbeat: a record lives
+	// three heartbeats, and a consumer that dies should leave the registry
+	// within hours, not never.
+	MaxHeartbeat = time.Hour
+
 	// DefaultPromoteWait is ConsumerConfig.PromoteWait's default.
 	DefaultPromoteWait = 30 * time.Second
 

@@ -32,27 +32,32 @@ func TestReview32RangeGroupOldestReady(t *testing.T) {
 	require.True(t, st.OldestReady >= 300*time.Millisecond, "a group's marker heads the Range list: oldest ready %v", st.OldestReady)
 }
 
-// Setup: RunNow's process dies between its two steps (simulated: the first
-// step, ZADD XX with score 0 on the delayed set, done by hand; no promoter
-// runs yet). Wrong: Queue.Scheduled then reports the message's Due as
-// 1970-01-01 (the score 0), not when it was made due; the dashboard and
-// `prioq peek --state delayed` show it due 56 years ago. The same happens
-// in the window between the two steps of every successful RunNow.
+// Setup: RunNow's process dies between its two steps (its first step
+// alone: on the code reviewed, a ZADD XX with score 0 on the delayed set;
+// now runnow.lua, MakeDueNow). Wrong (then): Queue.Scheduled reported the
+// message's Due as 1970-01-01 (the score 0), not when it was made due, and
+// no promoter was told: a consumer got it only at PromoteWait (30 s). Now
+// it is due at the server's now and the promoters are woken as for an
+// earlier due time.
 func TestReview32RunNowInterruptedReportsDueIn1970(t *testing.T) {
 	cl := newClient(t)
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, cl, Config{Layout: Levels(3)})
+	c := newConsumer(t, q, ConsumerConfig{}) // its promoter waits for the sched marker
 	_, err := q.Enqueue(ctx, []byte("x"), ID("soon"), Delay(time.Hour))
 	require.NoError(t, err)
-	k := q.shards[0].Keys()
-	var members []string
-	require.NoError(t, cl.Do(ctx, radix.Cmd(&members, "ZRANGE", k.Delayed(), "0", "-1")))
-	require.Len(t, members, 1)
-	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", k.Delayed(), "XX", "CH", "0", members[0])))
+	moved, err := q.shards[0].MakeDueNow(ctx, "soon")
+	require.NoError(t, err)
+	require.True(t, moved)
 	page, err := q.Scheduled(ctx, 0, 10)
 	require.NoError(t, err)
-	require.Len(t, page, 1)
-	require.True(t, time.Since(page[0].Due) < time.Minute, "due %v", page[0].Due)
+	if len(page) == 1 { // not promoted yet
+		require.True(t, time.Since(page[0].Due) < time.Minute && !page[0].Due.After(time.Now().Add(time.Second)), "due %v", page[0].Due)
+	}
+	rctx := ctxT(t, 3*time.Second) // well below PromoteWait
+	m, err := c.Receive(rctx)
+	require.NoError(t, err, "the promoter was not told")
+	require.Equal(t, "soon", m.ID)
 }
 
 // Setup: a consumer whose Heartbeat is 100 years (bad input, like the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"math"
 	"slices"
@@ -32,16 +33,29 @@ type Browsed struct {
 	Broken []string
 }
 
-// Scheduled returns the delayed messages from start, n at most, soonest due
-// first (ties: in the order they were scheduled). Two round trips, not
-// atomic: a message promoted between them is left out (Browsed.Gone).
-func (s *Shard) Scheduled(ctx context.Context, start, n int) ([]Scheduled, Browsed, error) {
-	members, scores, err := s.zrangeScores(ctx, s.k.delayed, start, n)
+// Index is a page of a state's sorted set (the delayed set, the leases):
+// its members and their scores (times in ms), in order.
+type Index struct {
+	Members []string
+	Scores  []int64
+}
+
+// ScheduledIndex reads positions start..start+n-1 of the delayed set,
+// soonest due first. One round trip.
+func (s *Shard) ScheduledIndex(ctx context.Context, start, n int) (Index, error) {
+	m, sc, err := s.zrangeScores(ctx, s.k.delayed, start, n)
 	if err != nil {
-		return nil, Browsed{}, fmt.Errorf("prioq: delayed messages of %q: %w", s.name, err)
+		return Index{}, fmt.Errorf("prioq: delayed messages of %q: %w", s.name, err)
 	}
-	ids := make([]string, len(members))
-	for i, m := range members {
+	return Index{m, sc}, nil
+}
+
+// ScheduledOf reads the records of the delayed messages ix names, in its
+// order. One round trip; a message promoted since the index was read is
+// left out (Browsed.Gone).
+func (s *Shard) ScheduledOf(ctx context.Context, ix Index) ([]Scheduled, Browsed, error) {
+	ids := make([]string, len(ix.Members))
+	for i, m := range ix.Members {
 		if len(m) > seqLen {
 			ids[i] = m[seqLen:]
 		}
@@ -62,7 +76,59 @@ func (s *Shard) Scheduled(ctx context.Context, start, n int) ([]Scheduled, Brows
 			b.Broken = append(b.Broken, ids[i])
 			continue
 		}
-		out = append(out, Scheduled{Info: InfoOf(e), Due: time.UnixMilli(scores[i])})
+		out = append(out, Scheduled{Info: InfoOf(e), Due: time.UnixMilli(ix.Scores[i])})
+	}
+	return out, b, nil
+}
+
+// Scheduled returns the delayed messages from start, n at most, soonest due
+// first (ties: in the order they were scheduled). Two round trips, not
+// atomic: a message promoted between them is left out (Browsed.Gone).
+func (s *Shard) Scheduled(ctx context.Context, start, n int) ([]Scheduled, Browsed, error) {
+	ix, err := s.ScheduledIndex(ctx, start, n)
+	if err != nil {
+		return nil, Browsed{}, err
+	}
+	return s.ScheduledOf(ctx, ix)
+}
+
+// LeasedIndex reads positions start..start+n-1 of the leases, the soonest
+// deadline first. One round trip.
+func (s *Shard) LeasedIndex(ctx context.Context, start, n int) (Index, error) {
+	m, sc, err := s.zrangeScores(ctx, s.k.leases, start, n)
+	if err != nil {
+		return Index{}, fmt.Errorf("prioq: messages in flight of %q: %w", s.name, err)
+	}
+	return Index{m, sc}, nil
+}
+
+// LeasedOf reads the records of the deliveries ix names (lease tokens), in
+// its order. One round trip; one acked since is left out (Browsed.Gone).
+func (s *Shard) LeasedOf(ctx context.Context, ix Index) ([]Leased, Browsed, error) {
+	recs, err := s.hmgetBytes(ctx, s.k.inflight, ix.Members)
+	if err != nil {
+		return nil, Browsed{}, fmt.Errorf("prioq: messages in flight of %q: %w", s.name, err)
+	}
+	var out []Leased
+	var b Browsed
+	for i, r := range recs {
+		tok := ix.Members[i]
+		if r == nil {
+			b.Gone++
+			continue
+		}
+		e, ok := envelopeIn(r, false)
+		if !ok {
+			b.Broken = append(b.Broken, tok)
+			continue
+		}
+		l := Leased{Info: InfoOf(e), Deadline: time.UnixMilli(ix.Scores[i])}
+		if len(tok) >= 13 {
+			if us, err := strconv.ParseInt(tok[:13], 16, 64); err == nil {
+				l.TakenAt = time.UnixMicro(us)
+			}
+		}
+		out = append(out, l)
 	}
 	return out, b, nil
 }
@@ -71,33 +137,11 @@ func (s *Shard) Scheduled(ctx context.Context, start, n int) ([]Scheduled, Brows
 // soonest lease deadline first. Two round trips, not atomic: a message
 // acked between them is left out (Browsed.Gone).
 func (s *Shard) LeasedPage(ctx context.Context, start, n int) ([]Leased, Browsed, error) {
-	tokens, deadlines, err := s.zrangeScores(ctx, s.k.leases, start, n)
+	ix, err := s.LeasedIndex(ctx, start, n)
 	if err != nil {
-		return nil, Browsed{}, fmt.Errorf("prioq: messages in flight of %q: %w", s.name, err)
+		return nil, Browsed{}, err
 	}
-	recs, err := s.hmgetBytes(ctx, s.k.inflight, tokens)
-	if err != nil {
-		return nil, Browsed{}, fmt.Errorf("prioq: messages in flight of %q: %w", s.name, err)
-	}
-	var out []Leased
-	var b Browsed
-	for i, r := range recs {
-		if r == nil {
-			b.Gone++
-			continue
-		}
-		e, ok := envelopeIn(r, false)
-		if !ok {
-			b.Broken = append(b.Broken, tokens[i])
-			continue
-		}
-		l := Leased{Info: InfoOf(e), Deadline: time.UnixMilli(deadlines[i])}
-		if us, err := strconv.ParseInt(tokens[i][:min(13, len(tokens[i]))], 16, 64); err == nil && len(tokens[i]) >= 13 {
-			l.TakenAt = time.UnixMicro(us)
-		}
-		out = append(out, l)
-	}
-	return out, b, nil
+	return s.LeasedOf(ctx, ix)
 }
 
 // envelopeIn finds the envelope in a stored record, after "lane|score|":
@@ -159,35 +203,37 @@ func (s *Shard) Lens(ctx context.Context) (delayed, inFlight int64, err error) {
 	return delayed, inFlight, err
 }
 
-// RunNow makes the delayed message id due at once and promotes what is due
-// on the shard. It reports false when the shard holds no delayed message
-// of that id (never scheduled here, promoted, cancelled). Two steps: the
-// due time is moved by a ZADD XX, which never creates a member (a message
-// promoted meanwhile is not brought back), then PromoteDue; if the second
-// fails, the message is due and any promoter's next round moves it.
+// RunNow makes the delayed message id due now and promotes what is due on
+// the shard. It reports false when the shard holds no delayed message of
+// that id (never scheduled here, promoted, cancelled). Two steps:
+// runnow.lua moves its due time to the server's now (a ZADD XX, which
+// never brings back a member promoted meanwhile) and tells the promoters,
+// as an earlier due time does; then PromoteDue. If the second fails, or the
+// caller dies before it, the first promoter woken moves it.
 func (s *Shard) RunNow(ctx context.Context, id string) (bool, error) {
-	var rec []byte
-	if err := s.do(ctx, radix.Cmd(&rec, "HGET", s.k.dstore, id)); err != nil {
-		return false, fmt.Errorf("prioq: run %q now: %w", id, err)
-	}
-	// "lane|score|" seq‖envelope: the member is seq‖id.
-	starts := unknownLaneStarts(rec)
-	if len(starts) < 3 {
-		return false, nil // none, or a record too damaged to name its member
-	}
-	member := string(rec[starts[1]:starts[2]]) + id
-	var changed int
-	if err := s.do(ctx, radix.Cmd(&changed, "ZADD", s.k.delayed, "XX", "CH", "0", member)); err != nil {
-		return false, fmt.Errorf("prioq: run %q now: %w", id, err)
-	}
-	if changed == 0 {
-		var score *string
-		if err := s.do(ctx, radix.Cmd(&score, "ZSCORE", s.k.delayed, member)); err != nil || score == nil {
-			return false, err // promoted or cancelled meanwhile
-		}
+	if moved, err := s.MakeDueNow(ctx, id); err != nil || !moved {
+		return false, err
 	}
 	if _, _, err := s.PromoteDue(ctx); err != nil {
-		return true, fmt.Errorf("prioq: run %q now: it is due, its promotion failed (a promoter's next round moves it): %w", id, err)
+		return true, fmt.Errorf("prioq: run %q now: it is due, its promotion failed (a promoter woken moves it): %w", id, err)
 	}
 	return true, nil
 }
+
+// MakeDueNow is RunNow's first step alone (runnow.lua): what a caller that
+// dies before its promotion leaves.
+func (s *Shard) MakeDueNow(ctx context.Context, id string) (bool, error) {
+	yes := ""
+	if s.sharded() {
+		yes = argYes
+	}
+	var moved int
+	if err := s.do(ctx, runNowScript.Cmd(&moved, []string{s.k.delayed, s.k.dstore, s.k.sched, s.k.wake}, id, yes)); err != nil {
+		return false, fmt.Errorf("prioq: run %q now: %w", id, err)
+	}
+	return moved == 1, nil
+}
+
+//go:embed lua/runnow.lua
+var runNowSrc string
+var runNowScript = newScript(runNowSrc)

@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"path"
+	"testing"
+)
 
 // Setup: NameGlob with a character class whose range spans "/" (0x2F):
 // "team[.-0]x", "[!-0]*" (path.Match syntax, which NameGlob documents).
@@ -20,6 +23,28 @@ func TestReview32NameGlobRangeSpanningSlash(t *testing.T) {
 		}
 		if !match(tc.name) {
 			t.Errorf("NameGlob(%q) does not match %q", tc.pattern, tc.name)
+		}
+	}
+}
+
+// Where no "/" is involved NameGlob agrees with path.Match, whose syntax it
+// takes: escapes, classes, negated classes, ranges, "*" and "?".
+func TestNameGlobAgreesWithPathMatch(t *testing.T) {
+	patterns := []string{"*", "a*", "*b", "a?c", "[abc]*", "[^abc]x", "[a-c][x-z]", `a\*b`, `\[x`, "[\\]]z", "*-*", "q[0-9][0-9]", "[!-.]"}
+	names := []string{"", "a", "ab", "abc", "b", "xb", "a*b", "[x", "]z", "ax", "dx", "a-b", "q12", "q1a", "!", ".", "ay"}
+	for _, p := range patterns {
+		match, err := NameGlob(p)
+		if err != nil {
+			t.Fatalf("NameGlob(%q): %v", p, err)
+		}
+		for _, n := range names {
+			want, _ := path.Match(p, n)
+			if p == "*" && n == "" {
+				continue // "" means "*" for the pattern, and no queue is named ""
+			}
+			if got := match(n); got != want {
+				t.Errorf("NameGlob(%q)(%q) = %v, path.Match says %v", p, n, got, want)
+			}
 		}
 	}
 }

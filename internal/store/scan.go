@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -51,22 +52,56 @@ func ScanQueues(ctx context.Context, c Client, match func(name string) bool) ([]
 	return slices.Compact(names), nil
 }
 
-// NameGlob compiles pattern, path.Match syntax (* ? [a-z] \x) in which "*"
-// and "?" match "/" too: queue names are not paths, and "team/alpha" must
-// match "*" and "team/*". "" means "*". A malformed pattern is
-// ErrInvalidOption.
+// NameGlob compiles pattern, path.Match syntax (* ? [a-z] [^a-z] \x) in which
+// "*" and "?" match "/" too: queue names are not paths, and "team/alpha"
+// must match "*" and "team/*". "" means "*". A malformed pattern is
+// ErrInvalidOption. The pattern becomes a regular expression: "/" is an
+// ordinary character everywhere, in a class's ranges too.
 func NameGlob(pattern string) (func(name string) bool, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
-	// A name never holds a NUL byte (validateName), so it can stand in for
-	// "/", which path.Match would not let a wildcard cross.
-	p := strings.ReplaceAll(pattern, "/", "\x00")
-	if _, err := path.Match(p, ""); err != nil {
+	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
 	}
-	return func(name string) bool {
-		ok, _ := path.Match(p, strings.ReplaceAll(name, "/", "\x00"))
-		return ok
-	}, nil
+	var b strings.Builder
+	b.WriteString(`(?s)\A`)
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '\\':
+			i++ // path.Match checked that something follows
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+		case '[':
+			b.WriteByte('[')
+			i++
+			if i < len(pattern) && pattern[i] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			for ; pattern[i] != ']'; i++ { // path.Match checked the class is closed
+				switch pattern[i] {
+				case '\\':
+					i++
+					b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+				case '-':
+					b.WriteByte('-')
+				default:
+					b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+				}
+			}
+			b.WriteByte(']')
+		default:
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+		}
+	}
+	b.WriteString(`\z`)
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: pattern %q: %v", ErrInvalidOption, pattern, err)
+	}
+	return re.MatchString, nil
 }

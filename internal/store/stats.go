@@ -85,8 +85,9 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
 	}
+	var headPrios []string // lists(): the priority whose list each head is in
 	if s.lists() {
-		if heads, err = s.listsDepth(ctx, st.Lanes); err != nil {
+		if heads, headPrios, err = s.listsDepth(ctx, st.Lanes); err != nil {
 			return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
 		}
 	}
@@ -126,7 +127,7 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 			return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
 		}
 		st.Parked = int64(len(parked))
-		if lists := s.groupHeadLists(heads, parked); len(lists) > 0 {
+		if lists := s.groupHeadLists(heads, headPrios, parked); len(lists) > 0 {
 			e, err := s.oldestOf(ctx, lists)
 			if err != nil {
 				return Stats{}, fmt.Errorf("prioq: stats %q: %w", s.name, err)
@@ -153,25 +154,26 @@ const StatsNames = statsNames
 // listsDepth fills lanes with the messages waiting in each segment of a
 // Range queue of format 4, and returns each one's first entry, as the
 // pipeline of stats reads them for the other layouts.
-func (s *Shard) listsDepth(ctx context.Context, lanes []int64) ([][][]byte, error) {
+func (s *Shard) listsDepth(ctx context.Context, lanes []int64) ([][][]byte, []string, error) {
 	var rows [][][]byte
 	if err := s.do(ctx, s.eval(depthScript, &rows, s.k.lanes, strconv.Itoa(statsNames))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(rows) != len(lanes) {
-		return nil, fmt.Errorf("%w: depth reply of %d rows for %d lanes", ErrScript, len(rows), len(lanes))
+		return nil, nil, fmt.Errorf("%w: depth reply of %d rows for %d lanes", ErrScript, len(rows), len(lanes))
 	}
-	heads := make([][][]byte, len(lanes))
+	heads, prios := make([][][]byte, len(lanes)), make([]string, len(lanes))
 	for i, r := range rows {
-		if len(r) < 2 {
-			return nil, fmt.Errorf("%w: depth reply row %q", ErrScript, r)
+		if len(r) < 4 {
+			return nil, nil, fmt.Errorf("%w: depth reply row %q", ErrScript, r)
 		}
 		lanes[i], _ = strconv.ParseInt(string(r[0]), 10, 64)
 		if len(r[1]) > 0 {
 			heads[i] = [][]byte{r[1]}
 		}
+		prios[i] = string(r[3])
 	}
-	return heads, nil
+	return heads, prios, nil
 }
 
 // serverMs reads a TIME reply as unix milliseconds (0 if malformed).
@@ -192,12 +194,12 @@ func serverMs(t []string) int64 {
 const groupHeads = 256
 
 // groupHeadLists names the group lists whose first messages may be the
-// oldest ready: the group of each lane whose head is a group's marker
-// (Levels; a Range segment's head names its priority's list, not read
-// here), and every parked group's list of each marker it parked
-// ("N|score ..."; one that does not parse is passed over), groupHeads at
-// most.
-func (s *Shard) groupHeadLists(heads [][][]byte, parked map[string]string) []string {
+// oldest ready: the group of each lane whose head is a group's marker (a
+// level's list; for a Range queue of format 4 the list of the priority
+// that heads the segment, prios), and every parked group's list of each
+// marker it parked ("N|score ..."; one that does not parse is passed
+// over), groupHeads at most.
+func (s *Shard) groupHeadLists(heads [][][]byte, prios []string, parked map[string]string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(k string) {
@@ -206,11 +208,17 @@ func (s *Shard) groupHeadLists(heads [][][]byte, parked map[string]string) []str
 			out = append(out, k)
 		}
 	}
-	if !s.isRange() {
-		for i, h := range heads {
-			if len(h) > 0 && len(h[0]) > 1 && h[0][0] == groupMark {
-				add(s.k.lanes[i] + groupListTag + string(h[0][1:]))
+	for i, h := range heads {
+		if len(h) == 0 || len(h[0]) < 2 || h[0][0] != groupMark {
+			continue
+		}
+		switch {
+		case s.lists():
+			if p, err := strconv.ParseInt(prios[i], 10, 64); err == nil {
+				add(s.k.prioList(p) + groupListTag + string(h[0][1:]))
 			}
+		case !s.isRange():
+			add(s.k.lanes[i] + groupListTag + string(h[0][1:]))
 		}
 	}
 	for g, v := range parked {

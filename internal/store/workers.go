@@ -79,7 +79,9 @@ func Heartbeat(ctx context.Context, c Client, timeout, ttl time.Duration, rec Wo
 		names = string(b)
 	}
 	var reply string
-	err = doBounded(ctx, c, timeout, workerScript.Cmd(&reply, workerKeys(rec.ID), rec.ID, fmtInt(rec.TTLMs), string(body), names))
+	err = registryCall(ctx, c, timeout, func() radix.Action {
+		return workerScript.Cmd(&reply, workerKeys(rec.ID), rec.ID, fmtInt(rec.TTLMs), string(body), names)
+	})
 	if err != nil {
 		return false, fmt.Errorf("prioq: worker registry: heartbeat: %w", err)
 	}
@@ -89,7 +91,7 @@ func Heartbeat(ctx context.Context, c Client, timeout, ttl time.Duration, rec Wo
 // Goodbye deletes worker id's record: it stopped.
 func Goodbye(ctx context.Context, c Client, timeout time.Duration, id string) error {
 	var reply string
-	err := doBounded(ctx, c, timeout, workerScript.Cmd(&reply, workerKeys(id), id, "0", "", ""))
+	err := registryCall(ctx, c, timeout, func() radix.Action { return workerScript.Cmd(&reply, workerKeys(id), id, "0", "", "") })
 	if err != nil {
 		return fmt.Errorf("prioq: worker registry: goodbye: %w", err)
 	}
@@ -101,7 +103,9 @@ func Goodbye(ctx context.Context, c Client, timeout time.Duration, id string) er
 // is skipped and counted in broken.
 func Workers(ctx context.Context, c Client, timeout time.Duration) (ws []WorkerRecord, broken int, err error) {
 	var index []string
-	if err := doBounded(ctx, c, timeout, radix.Cmd(&index, "ZRANGE", WorkerIndexKey, "0", "-1", "WITHSCORES")); err != nil {
+	if err := registryCall(ctx, c, timeout, func() radix.Action {
+		return radix.Cmd(&index, "ZRANGE", WorkerIndexKey, "0", "-1", "WITHSCORES")
+	}); err != nil {
 		return nil, 0, fmt.Errorf("prioq: worker registry: reading %s: %w", WorkerIndexKey, err)
 	}
 	if len(index) == 0 {
@@ -117,7 +121,7 @@ func Workers(ctx context.Context, c Client, timeout time.Duration) (ws []WorkerR
 	for at := 0; at < len(keys); at += 1024 {
 		end := min(at+1024, len(keys))
 		var part []*string
-		if err := doBounded(ctx, c, timeout, radix.Cmd(&part, "MGET", keys[at:end]...)); err != nil {
+		if err := registryCall(ctx, c, timeout, func() radix.Action { return radix.Cmd(&part, "MGET", keys[at:end]...) }); err != nil {
 			return nil, 0, fmt.Errorf("prioq: worker registry: reading records: %w", err)
 		}
 		copy(vals[at:end], part)
@@ -149,4 +153,17 @@ func Workers(ctx context.Context, c Client, timeout time.Duration) (ws []WorkerR
 		return cmp.Compare(a.ID, b.ID)
 	})
 	return ws, broken, nil
+}
+
+// registryCall runs the action build makes under timeout (when ctx has no
+// deadline), again while the registry's slot is being moved between
+// cluster nodes (TRYAGAIN for a call whose keys are split), as every queue
+// call does (DESIGN.md §5).
+func registryCall(ctx context.Context, c Client, timeout time.Duration, build func() radix.Action) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return retryRedirects(ctx, func(ctx context.Context) error { return doBounded(ctx, c, timeout, build()) })
 }

@@ -10,12 +10,14 @@
 --           the mean length of the lists counted (its own, or else all so
 --           far; 1 before any), so that Stats stays a few thousand calls
 --           whatever the queue holds
--- Returns: per lane, {count, first envelope or '', YES when estimated}.
+-- Returns: per lane, {count, first envelope or '', YES when estimated, the
+-- priority whose list holds that first entry or ''}. The first entry may be
+-- a group's marker: Stats then reads that group's list beside it.
 local left = tonumber(ARGV[1])
 local out = {}
 local all_n, all_lists = 0, 0
 for _, lane in ipairs(KEYS) do
-  local n, head, seen, estimated = 0, '', 0, NO
+  local n, head, seen, estimated, headPrio = 0, '', 0, NO, ''
   if redis.call('TYPE', lane).ok == 'zset' then
     local names = {}
     if left > 0 then names = redis.call('ZRANGE', lane, 0, left - 1) end
@@ -26,7 +28,7 @@ for _, lane in ipairs(KEYS) do
       local len = 0
       if index_prio(prio) then len = redis.pcall('LLEN', key) end
       if type(len) ~= 'number' then len = 0 end
-      if head == '' and len > 0 then head = redis.call('LINDEX', key, 0) end
+      if head == '' and len > 0 then head, headPrio = redis.call('LINDEX', key, 0), prio end
       n = n + len
       seen = seen + 1
     end
@@ -40,6 +42,6 @@ for _, lane in ipairs(KEYS) do
       estimated = YES
     end
   end
-  out[#out + 1] = {n, head, estimated}
+  out[#out + 1] = {n, head, estimated, headPrio}
 end
 return out
