@@ -117,8 +117,7 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 			c.goBackground(w.Run)
 		}
 	}
-	var lastMinute time.Time
-	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} }, q.recordMinute(&lastMinute))
+	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} })
 	return c, nil
 }
 

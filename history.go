@@ -19,10 +19,9 @@ type Sample struct {
 // History returns the queue's readings since since, oldest first, one a
 // minute at most, kept for a day (store.HistoryKeep) in the queue's own
 // keys: what a chart opened now shows of the last hour, whoever watched.
-// Every Consumer of the queue records one a minute (with its heartbeat:
-// not with NoHeartbeat; a MultiConsumer does not, for it may serve
-// thousands of queues), and so does the dashboard for the queues it shows
-// (RecordHistory). One round trip.
+// The dashboard records one a minute for each queue it shows
+// (RecordHistory), and so can any process that reads Stats. One round
+// trip.
 func (q *Queue) History(ctx context.Context, since time.Time) ([]Sample, error) {
 	xs, err := q.shards[0].History(ctx, since)
 	out := make([]Sample, len(xs))
@@ -45,30 +44,4 @@ func (q *Queue) RecordHistory(ctx context.Context, st Stats) error {
 	}
 	return s.AddSample(ctx, store.Sample{At: now, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 		Dead: st.Dead, Enqueued: st.Enqueued, Acked: st.Acked, Retried: st.Retried, DeadLetters: st.DeadLettered})
-}
-
-// recordMinute records the queue's reading once a minute, from a
-// consumer's heartbeat: its own short deadline, so that a slow Redis does
-// not hold the heartbeat back; failures are left to the heartbeat to see.
-func (q *Queue) recordMinute(last *time.Time) func(ctx context.Context) {
-	return func(ctx context.Context) {
-		minute := time.Now().Truncate(time.Minute)
-		if minute.Equal(*last) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(ctx, min(q.cfg.CallTimeout, 2*time.Second))
-		defer cancel()
-		// Another consumer may have recorded this minute: asked first, so
-		// that only one reads the figures.
-		has, err := q.shards[0].HasSample(ctx, minute)
-		if err == nil && !has {
-			var st Stats
-			if st, err = q.Stats(ctx); err == nil {
-				err = q.RecordHistory(ctx, st)
-			}
-		}
-		if err == nil {
-			*last = minute
-		}
-	}
 }

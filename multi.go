@@ -176,7 +176,7 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 		names := mc.Queues()
 		slices.Sort(names)
 		return names
-	}, nil)
+	})
 	return mc, nil
 }
 

@@ -110,9 +110,6 @@ type heartbeat struct {
 	rec     func() store.WorkerRecord
 	queues  func() []string
 	report  func(error)
-	// each, when set, runs after every heartbeat (a Consumer's minute of
-	// history).
-	each func(ctx context.Context)
 }
 
 func (h *heartbeat) run(ctx context.Context) {
@@ -143,9 +140,6 @@ func (h *heartbeat) run(ctx context.Context) {
 				h.report(explainRegistry(err))
 			}
 		}
-		if h.each != nil && ctx.Err() == nil {
-			h.each(ctx)
-		}
 		if !sleepCtx(ctx, h.every) {
 			break
 		}
@@ -171,14 +165,14 @@ func explainRegistry(err error) error {
 
 // startHeartbeat starts c's heartbeat unless NoHeartbeat. kind, pattern and
 // queues describe what it serves.
-func (c *Consumer) startHeartbeat(cl Client, kind, pattern string, queues func() []string, each func(context.Context)) {
+func (c *Consumer) startHeartbeat(cl Client, kind, pattern string, queues func() []string) {
 	if c.cfg.NoHeartbeat {
 		return
 	}
 	host, _ := os.Hostname()
 	started := time.Now().UnixMilli()
 	h := &heartbeat{c: cl, every: c.cfg.Heartbeat, timeout: c.qcfg.CallTimeout, queues: queues,
-		report: c.report, each: each,
+		report: c.report,
 		rec: func() store.WorkerRecord {
 			return store.WorkerRecord{ID: c.id, Kind: kind, Host: host, PID: os.Getpid(),
 				Process: filepath.Base(os.Args[0]), Pattern: pattern, Concurrency: c.cfg.Concurrency,
