@@ -1,6 +1,6 @@
 -- purge.lua: delete every waiting message (ready and delayed) of a queue.
 --
--- include: delayed, each, envelope, index, lanes, parkentry, push, records, util
+-- include: delayed, each, envelope, index, lanes, parkentry, purgegroups, records, util
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:ids      SET
@@ -53,46 +53,13 @@ for k = 5, #KEYS do
     end)
   end
 end
--- The groups' lists: beside each lane's list (or priority's) that holds
--- their markers, and where parked markers say. Each list is asked in the
--- cheaper of two ways, so that the whole costs O(entries), not O(lists x
--- groups) (a Range queue of one message per group, each at a priority of
--- its own, had 3,000 x 3,000 names built, past lua-time-limit): a list
--- shorter than the number of groups is read for its markers; a longer one
--- gets a name per group (most of them missing: DEL passes them by).
-local glists, groups = {}, {}
+local glists = {}
 if gready then
-  local counts = redis.call('HGETALL', gready)
-  for i = 1, #counts, 2 do
-    local c = tonumber(counts[i + 1]) or 0
-    if counts[i] == '' then n = n - c else n = n + c; groups[#groups + 1] = counts[i] end
-  end
   local beside = plists
   if kind == KIND_LEVELS then beside = {unpack(KEYS, 5)} end
-  if #groups > 0 then
-    for _, l in ipairs(beside) do
-      local len = redis.call('TYPE', l).ok == 'list' and redis.call('LLEN', l) or 0
-      if len > 0 and len <= #groups then
-        each_in(l, 'LRANGE', function(e)
-          local g = marker_group(e)
-          if g then glists[#glists + 1] = l .. G_LIST .. g end
-        end)
-      elseif len > 0 then
-        for _, g in ipairs(groups) do glists[#glists + 1] = l .. G_LIST .. g end
-      end
-    end
-  end
-  local parked = redis.call('HGETALL', gpark)
-  for i = 1, #parked, 2 do
-    for entry in string.gmatch(parked[i + 1], '[^ ]+') do
-      -- (An entry that does not parse names no list: the park goes whole.)
-      local ln, score = park_entry(entry, kind)
-      if ln then
-        local lane = queue_key(KEYS[5], 'lane:' .. ln)
-        glists[#glists + 1] = marker_list(lane, kind, score) .. G_LIST .. parked[i]
-      end
-    end
-  end
+  local delta
+  glists, delta = purge_group_lists(gready, gpark, KEYS[5], beside, kind)
+  n = n + delta
 end
 if redis.call('SCARD', KEYS[1]) > 0 then
   -- Release the caller ids of what is deleted, a chunk at a time.

@@ -1,6 +1,6 @@
 -- sweep.lua: redeliver messages whose lease expired; re-arm a lost wake-up.
 --
--- include: bylane, checks, envelope, groupend, lanes, order, park, parkentry, rates, records, util, wake
+-- include: bylane, checks, envelope, groupend, lanes, order, parkentry, records, sweepflight, sweepgroups, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:leases    ZSET
@@ -107,71 +107,8 @@ elseif rearm and redis.call('EXISTS', KEYS[4]) == 0 then
   redis.call('ZREM', KEYS[4], WAKE)
   arm_wake(KEYS[4], nil)
 end
--- Groups parked at their limit whose leases are no longer all alive: an ack
--- cut between its ZREM and the SREM of its token (a process killed in its
--- pipeline), a record lost, or a put-back of markers that never ran after
--- the last lease ended. Their dead tokens go, and a group below its limit
--- gets its markers back: nothing waits on a lease that no longer exists.
--- O(parked groups x their limits); one HGETALL when none is parked.
-local park = queue_key(KEYS[6], G_PARK)
-local parked = redis.pcall('HKEYS', park)
-if type(parked) == 'table' and not parked.err and #parked > 0 then
-  local limits, gdue = queue_key(KEYS[6], G_LIMITS), queue_key(KEYS[6], G_DUE)
-  local mended = false
-  for _, g in ipairs(parked) do
-    local leases = queue_key(KEYS[6], G_LEASES .. g)
-    local toks = redis.pcall('SMEMBERS', leases)
-    local n = 0
-    if type(toks) == 'table' and not toks.err then
-      for _, tok in ipairs(toks) do
-        if redis.call('ZSCORE', KEYS[1], tok) then n = n + 1 else redis.pcall('SREM', leases, tok) end
-      end
-    end
-    local l = redis.pcall('HMGET', limits, g, '')
-    local lim = type(l) == 'table' and not l.err and limit_of(l[1] or l[2])
-    -- A group parked at its rate limit comes back at its due time, from a
-    -- promoter (gdue); one whose time has passed (no promoter ran: every
-    -- consumer has NoPromoter, or its wake-up was lost) or that has none
-    -- (lost with a gdue of the wrong type) comes back here, and its next
-    -- take parks it again if need be.
-    local timed = redis.pcall('ZSCORE', gdue, g)
-    -- (A time that is no number, "inf" written by hand, counts as passed.)
-    if type(timed) == 'string' and not (tonumber(timed) and tonumber(timed) > now) then
-      redis.call('ZREM', gdue, g)
-      timed = nil
-    end
-    if type(timed) ~= 'string' and (not lim or n < lim) and group_unpark(KEYS[6], kind, g) then mended = true end
-  end
-  if mended then try_arm(KEYS[4], nil) end
-end
--- The groups that may have messages in flight (G_FLIGHT, Queue.Groups):
--- one whose time passed is dropped when none of its leases is left, or gets
--- its latest lease's deadline (an Extend moved it past the take's). One
--- ZRANGEBYSCORE when no time passed. The drop frees memory; the new time
--- replaces the old (pcall: refused at maxmemory when it is this sweep's
--- first write, it is asked again at the next). A key of the wrong type only
--- misleads Groups: passed by.
-local gflight = queue_key(KEYS[6], G_FLIGHT)
-local flying = redis.pcall('ZRANGEBYSCORE', gflight, '-inf', now, 'LIMIT', 0, limit)
-if type(flying) == 'table' and not flying.err then
-  for _, g in ipairs(flying) do
-    local toks = redis.pcall('SMEMBERS', queue_key(KEYS[6], G_LEASES .. g))
-    local last = nil
-    if type(toks) == 'table' and not toks.err then
-      for i = 1, #toks, CHUNK do
-        local d = redis.call('ZMSCORE', KEYS[1], unpack(toks, i, math.min(i + CHUNK - 1, #toks)))
-        for _, v in ipairs(d) do
-          if v and (not last or tonumber(v) > last) then last = tonumber(v) end
-        end
-      end
-    end
-    if last then
-      redis.pcall('ZADD', gflight, 'XX', string.format('%d', last), g)
-    else
-      redis.call('ZREM', gflight, g)
-    end
-  end
-end
+mend_parked(KEYS[6], KEYS[1], KEYS[4], kind, now)
+refresh_flight(KEYS[6], KEYS[1], now, limit)
 local more = 0
 if #tokens == limit then more = 1 end
 -- (Parked entries set aside as corrupt, group_unpark, count as dead.)
