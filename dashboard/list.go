@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 type queueRow struct {
@@ -229,7 +229,7 @@ func failed(r queueRow) int {
 // of time behind a slow one.
 func (h *handler) statsOf(ctx context.Context, names []string) []queueRow {
 	rows := make([]queueRow, len(names))
-	each(len(names), statsWorkers, func(i int) {
+	fanout.Each(len(names), statsWorkers, func(i int) {
 		row := queueRow{Name: names[i]}
 		q, err := h.open(ctx, names[i])
 		if err == nil {
@@ -275,20 +275,4 @@ func scanQueues(ctx context.Context, c prioq.Client) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	return prioq.ListQueues(ctx, c, "")
-}
-
-// each calls f(i) for every i in [0, n), at most workers at a time, and
-// returns when every call has.
-func each(n, workers int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(workers, 1))
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
-	}
-	wg.Wait()
 }

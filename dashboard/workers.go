@@ -37,29 +37,31 @@ func (h *handler) readWorkers(ctx context.Context) (workersView, error) {
 	return workersView{At: time.Now(), Workers: ws}, nil
 }
 
-func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
+// workersOf reads the registry for a request allowed to view, or answers
+// the request itself (refused, failed) and returns false.
+func (h *handler) workersOf(w http.ResponseWriter, r *http.Request) (workersView, bool) {
 	if !h.allow(w, r, View, "") {
-		return
+		return workersView{}, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
 	defer cancel()
 	v, err := h.readWorkers(ctx)
 	if err != nil {
 		h.fail(w, err)
-		return
+		return workersView{}, false
 	}
-	h.render(w, "workers.html", v)
+	return v, true
+}
+
+func (h *handler) workersPage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := h.workersOf(w, r); ok {
+		h.render(w, "workers.html", v)
+	}
 }
 
 func (h *handler) workersJSON(w http.ResponseWriter, r *http.Request) {
-	if !h.allow(w, r, View, "") {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.CallTimeout)
-	defer cancel()
-	v, err := h.readWorkers(ctx)
-	if err != nil {
-		h.fail(w, err)
+	v, ok := h.workersOf(w, r)
+	if !ok {
 		return
 	}
 	rows := []map[string]any{}

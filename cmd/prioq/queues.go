@@ -10,11 +10,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/prioq/prioq"
+	"github.com/prioq/prioq/internal/fanout"
 )
 
 // create creates a queue, as Open does: a queue that exists already with
@@ -132,7 +132,7 @@ func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) 
 	rows := make([]queueRow, len(names))
 	qs := make([]*prioq.Queue, len(names))
 	first := make([]prioq.Stats, len(names))
-	each(len(names), statsWorkers, func(i int) {
+	fanout.Each(len(names), statsWorkers, func(i int) {
 		q, err := prioq.OpenExisting(ctx, c, names[i], prioq.Config{AllowEviction: true, Logger: quietLogger()})
 		if err == nil {
 			qs[i] = q
@@ -148,7 +148,7 @@ func listQueues(ctx context.Context, c redisClient, args []string, w io.Writer) 
 		case <-time.After(*window):
 		}
 	}
-	each(len(names), statsWorkers, func(i int) {
+	fanout.Each(len(names), statsWorkers, func(i int) {
 		if qs[i] == nil || rows[i].err != nil {
 			return
 		}
@@ -224,20 +224,4 @@ func rateText(f *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", *f)
-}
-
-// each calls f(i) for every i in [0, n), at most workers at a time, and
-// returns when every call has.
-func each(n, workers int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(workers, 1))
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
-	}
-	wg.Wait()
 }
