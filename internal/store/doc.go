@@ -5,12 +5,15 @@
 // AckBatch, Fail, Release and Extend, promotions (PromoteDue, Promote,
 // NextDue) and sweeps (Sweep), a queue's operations (Stats, Peek, Cancel,
 // Purge, Pause, Resume, DeadLetters, DeadOp, GroupCounts, SetGroupLimit,
-// SetRate, Rate, Top), its meta key (WriteMeta, KeepMeta, CheckEviction),
+// SetRate, Rate, Top; browsing: ScheduledIndex/ScheduledOf, LeasedIndex/
+// LeasedOf, RunNow; the history: HasSample, AddSample, History), its meta key (WriteMeta, KeepMeta, CheckEviction),
 // and the waits and wake-ups of its consumers (WaitWake, WaitAny, WaitSched,
 // RearmWake, RearmSched, PutWake, Poke, PopLanes, WrongLanes, PutBack,
 // ReleaseIDs). What spans many shards of a node or a whole client is a
-// function: Probe, Listen (a Subscription), ScanQueues, ReadMeta, Borrow,
-// Nodes, SyncTopology.
+// function: Probe, Listen (a Subscription), ScanQueues and NameGlob,
+// ReadMeta, Borrow, Nodes, SyncTopology, and the worker registry
+// (workers.go: Heartbeat, Goodbye, Workers; its keys share a hash tag of
+// their own).
 //
 // Every call has a deadline and returns by it (call.go: do, with retries of
 // cluster redirects); concurrent single calls of one kind are merged into
