@@ -27,6 +27,13 @@ type LeasedMessage struct {
 	// extended; TakenAt when its current delivery was taken (the server's
 	// clock). Attempts counts the deliveries before this one.
 	LeaseDeadline, TakenAt time.Time
+	// Holder names the process that took it: the Holder of its consumers
+	// in the worker registry (Workers), which says its host and process id.
+	// A holder no live worker names is a process that died or closed
+	// without giving it back: the lease ends at LeaseDeadline and the
+	// message is delivered again. "" for a message taken by a version of
+	// prioq before holders were named.
+	Holder string
 }
 
 // Scheduled returns up to n (at most MaxBatch) of the delayed messages,
@@ -64,7 +71,7 @@ func (q *Queue) Leased(ctx context.Context, start, n int) ([]LeasedMessage, erro
 			page, b, err := s.LeasedOf(ctx, ix)
 			out := make([]LeasedMessage, len(page))
 			for i, m := range page {
-				out[i] = LeasedMessage{MessageInfo(m.Info), m.Deadline, m.TakenAt}
+				out[i] = LeasedMessage{MessageInfo(m.Info), m.Deadline, m.TakenAt, m.Holder}
 			}
 			return out, b, err
 		}, func(a, b LeasedMessage) int { return a.LeaseDeadline.Compare(b.LeaseDeadline) })

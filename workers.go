@@ -29,6 +29,10 @@ type Worker struct {
 	Host    string
 	PID     int
 	Process string
+	// Holder is the id its process's lease tokens carry: a message in
+	// flight whose LeasedMessage.Holder it is was taken by this process
+	// (by this consumer or another of the process's).
+	Holder string
 	// Queues are the queues it serves, sorted; Pattern a MultiConsumer's.
 	Queues  []string
 	Pattern string
@@ -81,7 +85,7 @@ func readWorkers(ctx context.Context, c Client, timeout time.Duration) ([]Worker
 	out := make([]Worker, len(recs))
 	for i, r := range recs {
 		slices.Sort(r.Queues)
-		out[i] = Worker{ID: r.ID, Kind: r.Kind, Host: r.Host, PID: r.PID, Process: r.Process,
+		out[i] = Worker{ID: r.ID, Kind: r.Kind, Host: r.Host, PID: r.PID, Process: r.Process, Holder: r.Holder,
 			Queues: r.Queues, Pattern: r.Pattern, Concurrency: r.Concurrency, InFlight: r.InFlight,
 			Delivered: r.Delivered, Started: time.UnixMilli(r.StartedMs),
 			LastSeen: time.UnixMilli(r.ExpiresMs - r.TTLMs), Expires: time.UnixMilli(r.ExpiresMs)}
@@ -175,7 +179,7 @@ func (c *Consumer) startHeartbeat(cl Client, kind, pattern string, queues func()
 		report: c.report,
 		rec: func() store.WorkerRecord {
 			return store.WorkerRecord{ID: c.id, Kind: kind, Host: host, PID: os.Getpid(),
-				Process: filepath.Base(os.Args[0]), Pattern: pattern, Concurrency: c.cfg.Concurrency,
+				Process: filepath.Base(os.Args[0]), Holder: store.HolderID(), Pattern: pattern, Concurrency: c.cfg.Concurrency,
 				InFlight: int(c.stats.running.Load()), Delivered: c.stats.delivered.Load(), StartedMs: started}
 		}}
 	c.goBackground(h.run)

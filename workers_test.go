@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -291,4 +292,43 @@ func TestWorkersAndRunNowAtMaxMemory(t *testing.T) {
 	m, err = c.Receive(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "d1", m.ID)
+}
+
+// A message in flight names the process holding it (issue 32: "in flight
+// (with lease deadline and holder)"): the holder id its lease token
+// carries, which the holder's consumers publish in the worker registry.
+func TestLeasedNamesItsHolder(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	c, err := q.NewConsumer(ConsumerConfig{Heartbeat: 50 * time.Millisecond, Lease: time.Minute, NoPromoter: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	_, err = q.Enqueue(ctx, []byte("x"), ID("held"))
+	require.NoError(t, err)
+	m, err := c.Receive(ctx)
+	require.NoError(t, err)
+
+	leased, err := q.Leased(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	require.True(t, regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(leased[0].Holder), leased[0].Holder)
+	ws := waitWorkers(t, cl, "the consumer", func(ws []Worker) bool { _, ok := findWorker(ws, c.ID()); return ok })
+	w, _ := findWorker(ws, c.ID())
+	require.Equal(t, leased[0].Holder, w.Holder, "the worker registry names the holder")
+	require.Equal(t, os.Getpid(), w.PID)
+
+	// A token of a take before holders were named (a random suffix alone):
+	// no holder, and the page still reads.
+	k := q.shards[0].Keys()
+	var rec string
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&rec, "HGET", k.Inflight(), m.token())))
+	old := m.token()[:17] + "0123456789abcdef0123"
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "HSET", k.Inflight(), old, rec)))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(nil, "ZADD", k.Leases(), "9999999999999", old)))
+	leased, err = q.Leased(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, leased, 2)
+	require.Equal(t, w.Holder, leased[0].Holder)
+	require.Equal(t, "", leased[1].Holder)
 }

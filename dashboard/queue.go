@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,6 +48,27 @@ type queueView struct {
 	// WorkersErr says why they are not known.
 	Workers    []prioq.Worker
 	WorkersErr string
+}
+
+// HolderOf says which process holds a message in flight (its
+// LeasedMessage.Holder): "host pid" of a live consumer's process that the
+// holder names; "unregistered (id)" when the registry was read and no live
+// consumer names it: its process died or closed (the lease will end and the
+// message come back) or runs its consumers without a heartbeat; else the
+// id, or "-" for a message taken before holders were named.
+func (v queueView) HolderOf(holder string) string {
+	if holder == "" {
+		return "-"
+	}
+	for _, w := range v.Workers {
+		if w.Holder == holder {
+			return fmt.Sprintf("%s %d", w.Host, w.PID)
+		}
+	}
+	if v.WorkersErr == "" {
+		return "unregistered (" + holder + ")"
+	}
+	return holder
 }
 
 // Idle reports ready work that no live consumer serves.
@@ -208,7 +230,8 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 	leased := []map[string]any{}
 	for _, l := range v.Leased {
 		leased = append(leased, map[string]any{"id": l.ID, "priority": l.Priority, "attempts": l.Attempts,
-			"taken": l.TakenAt.UnixMilli(), "deadline": l.LeaseDeadline.UnixMilli(), "payload": payload(l.Payload, h.cfg.ShowPayloads)})
+			"taken": l.TakenAt.UnixMilli(), "deadline": l.LeaseDeadline.UnixMilli(), "holder": v.HolderOf(l.Holder),
+			"payload": payload(l.Payload, h.cfg.ShowPayloads)})
 	}
 	m["delayed_messages"], m["leased"] = delayed, leased
 	dead := []map[string]any{}
@@ -224,7 +247,7 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 	workers := []map[string]any{}
 	for _, wk := range v.Workers {
 		workers = append(workers, map[string]any{"id": wk.ID, "kind": wk.Kind, "host": wk.Host, "pid": wk.PID,
-			"process": wk.Process, "queues": len(wk.Queues), "in_flight": wk.InFlight, "concurrency": wk.Concurrency,
+			"process": wk.Process, "holder": wk.Holder, "queues": len(wk.Queues), "in_flight": wk.InFlight, "concurrency": wk.Concurrency,
 			"delivered": wk.Delivered, "started": wk.Started.UnixMilli(), "last_seen": wk.LastSeen.UnixMilli()})
 	}
 	m["workers"], m["workers_error"], m["idle"] = workers, v.WorkersErr, v.Idle()

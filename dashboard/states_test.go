@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,25 @@ func TestQueuePageShowsDelayedAndInFlight(t *testing.T) {
 	assert.True(t, strings.Index(delayed, "in-1h") >= 0, delayed)
 	assert.Equal(t, "2 of 2, soonest due first", delayedCount)
 	assert.Contains(t, leased, "working")
+	// Its holder: this process, by host and process id, from the worker
+	// registry (the page may have been read before the first heartbeat).
+	host, _ := os.Hostname()
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(fmt.Sprintf(`document.querySelector('#leased tbody').textContent.includes(%q)`, fmt.Sprintf("%s %d", host, os.Getpid())), nil,
+			chromedp.WithPollingTimeout(10*time.Second))))
+	// A holder no live consumer names (a consumer without heartbeat).
+	quiet, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true, NoHeartbeat: true, Lease: time.Minute})
+	require.NoError(t, err)
+	defer quiet.Close(rctx)
+	_, err = q.Enqueue(rctx, []byte("x"), prioq.ID("quiet"))
+	require.NoError(t, err)
+	qm, err := quiet.Receive(rctx)
+	require.NoError(t, err)
+	require.NoError(t, cons.Close(rctx)) // its record leaves: the first message's holder is unregistered too
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelector('#leased tbody').textContent.split('unregistered (').length === 3`, nil,
+			chromedp.WithPollingTimeout(10*time.Second))))
+	require.NoError(t, qm.Ack(rctx))
 	require.NoError(t, m.Ack(rctx))
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Poll(`document.querySelector('#leased tbody').textContent === 'nothing in flight'`, nil,

@@ -67,7 +67,7 @@ func (h *handler) workersJSON(w http.ResponseWriter, r *http.Request) {
 	rows := []map[string]any{}
 	for _, wk := range v.Workers {
 		rows = append(rows, map[string]any{"id": wk.ID, "kind": wk.Kind, "host": wk.Host, "pid": wk.PID,
-			"process": wk.Process, "queues": wk.Queues, "pattern": wk.Pattern, "in_flight": wk.InFlight,
+			"process": wk.Process, "holder": wk.Holder, "queues": wk.Queues, "pattern": wk.Pattern, "in_flight": wk.InFlight,
 			"concurrency": wk.Concurrency, "delivered": wk.Delivered, "started": wk.Started.UnixMilli(),
 			"last_seen": wk.LastSeen.UnixMilli()})
 	}

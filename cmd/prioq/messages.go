@@ -279,6 +279,25 @@ func dead(ctx context.Context, q *prioq.Queue, args []string, stdin io.Reader, w
 	return bad("unknown dead command %q (prioq dead --help)", sub)
 }
 
+// holderName says who holds a message in flight: "host:pid" of the live
+// consumer whose process the holder id names, "unregistered:<id>" when the
+// registry was read (known) and none does (its process died or closed, or
+// runs without a heartbeat), the id alone when it was not, "-" for none.
+func holderName(holder string, ws []prioq.Worker, known bool) string {
+	if holder == "" {
+		return "-"
+	}
+	for _, w := range ws {
+		if w.Holder == holder {
+			return fmt.Sprintf("%s:%d", w.Host, w.PID)
+		}
+	}
+	if known {
+		return "unregistered:" + holder
+	}
+	return holder
+}
+
 // peekState lists a page of the delayed messages (soonest due first) or of
 // those in flight (soonest lease deadline first), and how many there are.
 func peekState(ctx context.Context, q *prioq.Queue, state string, from, n int, payload bool, w io.Writer) error {
@@ -307,10 +326,13 @@ func peekState(ctx context.Context, q *prioq.Queue, state string, from, n int, p
 			return err
 		}
 		shown = len(msgs)
-		fmt.Fprintln(tw, "id\tpriority\tattempts\ttaken\tlease ends\tpayload")
+		// The holder by host and process id when a live consumer of the
+		// registry names it; a registry that cannot be read leaves the ids.
+		ws, werr := q.Workers(ctx)
+		fmt.Fprintln(tw, "id\tpriority\tattempts\ttaken\tlease ends\tholder\tpayload")
 		for _, m := range msgs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.TakenAt.UTC().Format(time.RFC3339),
-				m.LeaseDeadline.UTC().Format(time.RFC3339), showPayload(m.Payload, payload))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.TakenAt.UTC().Format(time.RFC3339),
+				m.LeaseDeadline.UTC().Format(time.RFC3339), holderName(m.Holder, ws, werr == nil), showPayload(m.Payload, payload))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,19 @@ func TestPeekDelayedAndInFlight(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "lease ends")
 	assert.Contains(t, out, "now ")
+	// Its holder: this process, by the worker registry (whose first
+	// heartbeat may come after the first read).
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+	require.Eventually(t, func() bool {
+		out, _, _ = prioqCmd(t, "", "peek", q.Name(), "--state", "in-flight")
+		return strings.Contains(out, " "+holder+" ")
+	}, 10*time.Second, 100*time.Millisecond, out)
+	require.NoError(t, cons.Close(ctx)) // it leaves the registry; its message stays leased
+	require.Eventually(t, func() bool {
+		out, _, _ = prioqCmd(t, "", "peek", q.Name(), "--state", "in-flight")
+		return strings.Contains(out, " unregistered:")
+	}, 10*time.Second, 100*time.Millisecond, out)
 
 	for _, args := range [][]string{{"--state", "dead"}, {"--from", "2"}, {"-n", "0"}, {"--state", "delayed", "--from", "-1"}} {
 		_, errOut, code := prioqCmd(t, "", append([]string{"peek", q.Name()}, args...)...)

@@ -214,7 +214,7 @@
       }), 'nothing delayed', 6);
       if (!reliable) return;
       set('leased-count', s.leased.length + ' of ' + s.in_flight + ', soonest lease end first');
-      fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.payload])), 'nothing in flight', 6);
+      fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.holder, m.payload])), 'nothing in flight', 7);
       set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
       fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
         g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);

@@ -18,10 +18,12 @@ type Scheduled struct {
 	Due time.Time
 }
 
-// Leased is a message in flight: its lease's deadline and when it was taken.
+// Leased is a message in flight: its lease's deadline, when it was taken,
+// and the holder id of the process that took it (LeaseHolder).
 type Leased struct {
 	Info
 	Deadline, TakenAt time.Time
+	Holder            string
 }
 
 // Browsed reports, beside a page of messages, those of the range read whose
@@ -122,7 +124,7 @@ func (s *Shard) LeasedOf(ctx context.Context, ix Index) ([]Leased, Browsed, erro
 			b.Broken = append(b.Broken, tok)
 			continue
 		}
-		l := Leased{Info: InfoOf(e), Deadline: time.UnixMilli(ix.Scores[i])}
+		l := Leased{Info: InfoOf(e), Deadline: time.UnixMilli(ix.Scores[i]), Holder: LeaseHolder(tok)}
 		if len(tok) >= 13 {
 			if us, err := strconv.ParseInt(tok[:13], 16, 64); err == nil {
 				l.TakenAt = time.UnixMicro(us)

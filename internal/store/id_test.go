@@ -100,3 +100,18 @@ func TestShardID(t *testing.T) {
 		assert.NoError(t, validateCallerID(bad), bad)
 	}
 }
+
+// A lease token names the process that took it; tokens of the earlier form
+// (a random suffix alone) and damaged ones name none.
+func TestLeaseHolder(t *testing.T) {
+	tok := "0000000000001" + "0002" + takeSuffix()
+	if got := LeaseHolder(tok); got != HolderID() || len(got) != 12 {
+		t.Fatalf("LeaseHolder(%q) = %q, want %q", tok, got, HolderID())
+	}
+	for _, bad := range []string{"", "0000000000001" + "0002" + leaseSuffix(), "0000000000001" + "0002" + "ABCDEF012345-00",
+		"0000000000001" + "0002" + "abcdef01234-500", "short"} {
+		if got := LeaseHolder(bad); got != "" {
+			t.Errorf("LeaseHolder(%q) = %q, want none", bad, got)
+		}
+	}
+}

@@ -124,8 +124,9 @@ import (
 // one shard is the layout above, byte for byte.
 //
 // The envelope is a versioned binary record (Envelope.go); a lease token is
-// the take's server time, the message's place in the take and a random suffix
-// (lua/take.lua).
+// the take's server time, the message's place in the take and a suffix: the
+// taking process's holder id, "-", and random digits (lua/take.lua; take.go
+// takeSuffix, LeaseHolder).
 
 // KeySet holds a queue's key names: each field is the key of its name above.
 type KeySet struct {

@@ -22,6 +22,45 @@ func leaseSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
+// holderID names this process in the lease tokens of its takes: a take's
+// suffix is holderID, "-" and 16 random hex digits (takeSuffix), so a
+// reader of the leases learns which process holds each (LeaseHolder) and
+// finds it in the worker registry (WorkerRecord.Holder) at no cost to the
+// take. Random per process: takes merged across a process's consumers
+// (TakeShared) share one call, so a process, not a consumer, is what a
+// token can name.
+var holderID = func() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// HolderID returns this process's holder id (see holderID).
+func HolderID() string { return holderID }
+
+func takeSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return holderID + "-" + hex.EncodeToString(b[:])
+}
+
+// LeaseHolder returns the holder id a lease token names: "" for a token of
+// a take before holders were named (its suffix is random alone) or one that
+// does not parse.
+func LeaseHolder(token string) string {
+	const head, id = 13 + 4, 12 // time, place; holderID's length
+	if len(token) <= head+id || token[head+id] != '-' {
+		return ""
+	}
+	h := token[head : head+id]
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return h
+}
+
 // take leases up to n ready messages from the lanes in the given order.
 // It returns paused=true when the queue is paused. One round trip.
 //
@@ -95,7 +134,7 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 		nlanes = strconv.Itoa(len(s.k.lanes))
 	}
 	guessed := a.guess && s.lists() && !viaFilled
-	args := []string{"0", strconv.Itoa(a.n), s.kind(), leaseSuffix(), strings.Join(modes, " "),
+	args := []string{"0", strconv.Itoa(a.n), s.kind(), takeSuffix(), strings.Join(modes, " "),
 		strconv.Itoa(a.popLanes), a.floor, hint, nlanes}
 	if a.lease > 0 {
 		args[0] = fmtInt(leaseMs(a.lease))

@@ -44,6 +44,7 @@ type WorkerRecord struct {
 	Host        string `json:"host"`
 	PID         int    `json:"pid"`
 	Process     string `json:"process"`
+	Holder      string `json:"holder,omitempty"` // HolderID: what its process's lease tokens name
 	Pattern     string `json:"pattern,omitempty"`
 	Concurrency int    `json:"concurrency"`
 	InFlight    int    `json:"in_flight"`

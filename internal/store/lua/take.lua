@@ -14,7 +14,8 @@
 -- ARGV[2]   how many to take at most (Go caps it at MaxBatch)
 -- ARGV[3]   KIND_LEVELS, KIND_RANGE, KIND_LISTS, KIND_FILLED or
 --           KIND_LISTS_FILLED
--- ARGV[4]   lease token suffix, random per call
+-- ARGV[4]   lease token suffix, random per call (take.go takeSuffix: the
+--           process's holder id first, which readers of the leases show)
 -- ARGV[5]   modes, words separated by spaces ('' for none):
 --           MODE_TOP      the reply says the priority of the best message
 --                         left in these lanes: a consumer of a queue of
@@ -59,7 +60,7 @@
 --
 -- A token is the take's time on the server's clock (13 hex digits of
 -- microseconds: one script runs at a time, and each takes longer than one),
--- the message's place in the take (4 hex digits) and the random suffix.
+-- the message's place in the take (4 hex digits) and the suffix (ARGV[4]).
 -- Tokens sort in the order their messages were taken, which the sweep uses
 -- to put expired messages back in their age order (only a backward step of
 -- the server's clock can mix the order of messages taken around it), and
