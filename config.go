@@ -80,7 +80,8 @@ type ConsumerConfig struct {
 
 	// NoHeartbeat keeps the consumer out of the worker registry: for a
 	// Redis user that may not write its keys (prioq:workers:*), or a
-	// consumer that should not be seen.
+	// consumer that should not be seen. Such a consumer does not record
+	// the queue's history either (Queue.History).
 	NoHeartbeat bool
 
 	// OnError receives errors of background work (promotion, sweeps, acks in

@@ -118,6 +118,9 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		}
 	}
 	c.startHeartbeat(q.shards[0].Client(), "consumer", "", func() []string { return []string{q.name} })
+	if !cfg.NoHeartbeat {
+		c.goBackground(q.recordHistory)
+	}
 	return c, nil
 }
 

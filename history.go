@@ -2,6 +2,8 @@ package prioq
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/prioq/prioq/internal/store"
@@ -19,9 +21,13 @@ type Sample struct {
 // History returns the queue's readings since since, oldest first, one a
 // minute at most, kept for a day (store.HistoryKeep) in the queue's own
 // keys: what a chart opened now shows of the last hour, whoever watched.
-// The dashboard records one a minute for each queue it shows
-// (RecordHistory), and so can any process that reads Stats. One round
-// trip.
+// Every Consumer of the queue with a heartbeat records one a minute, at a
+// few seconds past the minute (recordHistory: the first of them to ask
+// reads the figures, the others see the minute taken), so the history
+// covers the time consumers ran whether or not anyone watched; a
+// MultiConsumer does not (it may serve thousands of queues). The dashboard
+// records one a minute for each queue it shows, and any process that
+// reads Stats can (RecordHistory). One round trip.
 func (q *Queue) History(ctx context.Context, since time.Time) ([]Sample, error) {
 	xs, err := q.shards[0].History(ctx, since)
 	out := make([]Sample, len(xs))
@@ -44,4 +50,38 @@ func (q *Queue) RecordHistory(ctx context.Context, st Stats) error {
 	}
 	return s.AddSample(ctx, store.Sample{At: now, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 		Dead: st.Dead, Enqueued: st.Enqueued, Acked: st.Acked, Retried: st.Retried, DeadLetters: st.DeadLettered})
+}
+
+// historyEvery is how often consumers record the history: a minute (0), or
+// shorter in tests.
+var historyEvery atomic.Int64
+
+// recordHistory records the queue's reading of each minute from a
+// consumer, until ctx ends: at the minute plus up to a twelfth of it at
+// random (a fleet of consumers does not ask all at once), never at once at
+// start (a consumer that lives less than a minute records nothing, and
+// starting one costs nothing more). Only a consumer that finds the minute
+// not yet recorded reads Stats. Each round has its own deadline; a
+// failure (an ACL without the commands, maxmemory, a history key of the
+// wrong type) skips that minute and is not reported: nothing depends on
+// the history, and History reports the same failure to whoever reads it.
+func (q *Queue) recordHistory(ctx context.Context) {
+	for {
+		every := time.Duration(historyEvery.Load())
+		if every <= 0 {
+			every = time.Minute
+		}
+		now := time.Now()
+		wait := now.Truncate(every).Add(every).Sub(now) + rand.N(every/12+1)
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(q.cfg.CallTimeout, 2*time.Second))
+		if has, err := q.shards[0].HasSample(rctx, time.Now()); err == nil && !has {
+			if st, err := q.Stats(rctx); err == nil {
+				_ = q.RecordHistory(rctx, st)
+			}
+		}
+		cancel()
+	}
 }

@@ -70,3 +70,44 @@ func TestHistoryKeptInRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Ack(ctx))
 }
+
+// Consumers record the history on their own, once a minute (here every
+// 300 ms), without a dashboard; one without heartbeat does not; several
+// consumers keep one reading per minute. (Issue 32: "history kept ... so
+// that a page opened now shows the last hour": before, only the dashboard
+// recorded, so a queue nobody watched had none.)
+func TestConsumersRecordHistory(t *testing.T) {
+	historyEvery.Store(int64(300 * time.Millisecond))
+	t.Cleanup(func() { historyEvery.Store(0) })
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+
+	quiet := openQueue(t, cl, Config{Layout: Levels(2)})
+	newConsumer(t, quiet, ConsumerConfig{NoPromoter: true, NoHeartbeat: true})
+
+	q, err := Open(ctx, cl, quiet.Name()+"-recorded", Config{Layout: Levels(2)})
+	require.NoError(t, err)
+	for range 3 {
+		_, err := q.Enqueue(ctx, []byte("x"))
+		require.NoError(t, err)
+	}
+	start := time.Now()
+	for range 3 {
+		newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	}
+	var xs []Sample
+	require.Eventually(t, func() bool {
+		xs, err = q.History(ctx, start.Add(-2*time.Minute))
+		return err == nil && len(xs) > 0
+	}, 10*time.Second, 50*time.Millisecond, "no reading recorded by the consumers")
+	require.Equal(t, int64(3), xs[0].Ready)
+	require.Equal(t, int64(3), xs[0].Enqueued)
+	time.Sleep(time.Second) // more rounds of the three consumers
+	xs, err = q.History(ctx, start.Add(-2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, len(xs) <= 2, "one reading a minute (two if a minute turned): %d", len(xs))
+
+	none, err := quiet.History(ctx, start.Add(-2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 0, len(none), "a consumer without heartbeat records nothing")
+}

@@ -8,8 +8,8 @@ import (
 )
 
 // How much of each queue's past the charts get: the queue's history kept in
-// Redis (one reading a minute, recorded by every dashboard, this one
-// included: prioq.Queue.History) for the hour before what this process has
+// Redis (one reading a minute, recorded by the queue's consumers and by
+// every dashboard, this one included: prioq.Queue.History) for the hour before what this process has
 // read of it itself (every reading a page made, at most one a second) in the
 // last hour, for at most historyQueues queues (the least recently read
 // forgotten first). A page opened now starts its charts with that rather
