@@ -228,6 +228,9 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 	if errors.Is(err, prioq.ErrNotFound) || errors.Is(err, prioq.ErrInvalidName) {
 		code = http.StatusNotFound
 	}
+	if errors.Is(err, errBadPage) {
+		code = http.StatusBadRequest
+	}
 	http.Error(w, err.Error(), code)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ type queueView struct {
 	// WorkersErr says why they are not known.
 	Workers    []prioq.Worker
 	WorkersErr string
+	// Pages say which rows of the delayed, in-flight and dead tables
+	// this reading holds (paging.go), by parameter.
+	Pages map[string]pageNav
 }
 
 // HolderOf says which process holds a message in flight (its
@@ -74,7 +78,11 @@ func (v queueView) HolderOf(holder string) string {
 // Idle reports ready work that no live consumer serves.
 func (v queueView) Idle() bool { return v.WorkersErr == "" && len(v.Workers) == 0 && v.Stats.Ready > 0 }
 
-func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err error) {
+func (h *handler) read(ctx context.Context, q *prioq.Queue, query url.Values) (v queueView, err error) {
+	off, err := pageOffsets(query)
+	if err != nil {
+		return v, err
+	}
 	v.Q = q
 	if v.Stats, err = q.Stats(ctx); err != nil {
 		return v, err
@@ -83,14 +91,14 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 	if v.Peek, err = q.Peek(ctx, peekRows); err != nil {
 		return v, err
 	}
-	if v.Delayed, err = q.Scheduled(ctx, 0, peekRows); err != nil {
+	if v.Delayed, err = q.Scheduled(ctx, off["delayed_from"], peekRows); err != nil {
 		return v, err
 	}
 	if q.Mode() == prioq.AtLeastOnce {
-		if v.Leased, err = q.Leased(ctx, 0, peekRows); err != nil {
+		if v.Leased, err = q.Leased(ctx, off["inflight_from"], peekRows); err != nil {
 			return v, err
 		}
-		if v.Dead, err = q.DeadLetters(ctx, 0, deadRows); err != nil {
+		if v.Dead, err = q.DeadLetters(ctx, off["dead_from"], deadRows); err != nil {
 			return v, err
 		}
 		if v.Groups, err = q.Groups(ctx, topGroups); err != nil {
@@ -107,6 +115,11 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue) (v queueView, err er
 		v.OutsideLanes -= v.Stats.Lanes[i]
 	}
 	v.OutsideLanes = max(v.OutsideLanes, 0)
+	v.Pages = map[string]pageNav{
+		"delayed_from":  navOf(query, off, "delayed_from", len(v.Delayed), v.Stats.Delayed, peekRows),
+		"inflight_from": navOf(query, off, "inflight_from", len(v.Leased), v.Stats.InFlight, peekRows),
+		"dead_from":     navOf(query, off, "dead_from", len(v.Dead), v.Stats.Dead, deadRows),
+	}
 	h.hist.add(q.Name(), v.At, v.Stats)
 	if h.hist.minuteIsNew(q.Name(), v.At) {
 		_ = q.RecordHistory(ctx, v.Stats) // best effort: the page shows what it read either way
@@ -127,7 +140,7 @@ func oldest(st prioq.Stats) string {
 }
 
 func (h *handler) queuePage(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error {
-	v, err := h.read(ctx, q)
+	v, err := h.read(ctx, q, r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -210,7 +223,7 @@ func (h *handler) statsJSON(ctx context.Context, w http.ResponseWriter, _ *http.
 // with ?history=1 also what this process has seen of it in the last hour,
 // for the charts.
 func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.Request, q *prioq.Queue) error {
-	v, err := h.read(ctx, q)
+	v, err := h.read(ctx, q, r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -234,6 +247,7 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 			"payload": payload(l.Payload, h.cfg.ShowPayloads)})
 	}
 	m["delayed_messages"], m["leased"] = delayed, leased
+	m["pages"] = v.Pages
 	dead := []map[string]any{}
 	for _, d := range v.Dead {
 		dead = append(dead, map[string]any{"id": d.ID, "priority": d.Priority, "attempts": d.Attempts,

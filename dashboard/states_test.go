@@ -3,6 +3,8 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -129,4 +131,50 @@ func TestRunNowAndCancelFromThePage(t *testing.T) {
 		chromedp.WaitVisible(`#delayedmsgs`), chromedp.Sleep(2500*time.Millisecond), // a poll redrew the table
 		chromedp.Evaluate(`document.querySelectorAll('#delayedmsgs a.button').length`, &buttons)))
 	assert.Equal(t, 0, buttons)
+}
+
+// The delayed, in-flight and dead tables page (issue 32: "Browse ready,
+// delayed, in flight and dead, paged"): the heading says which rows, the
+// links move a page and keep it through the live updates; a bad page is
+// refused.
+func TestStateTablesPage(t *testing.T) {
+	ctx := browser(t)
+	rctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	for i := range 45 {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.ID(fmt.Sprintf("d%02d", i)), prioq.Delay(time.Hour+time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+	}
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var count, rows, href string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#delayedmsgs`), chromedp.Text(`#delayed-count`, &count),
+		chromedp.AttributeValue(`a.next`, "href", &href, nil)))
+	assert.Equal(t, "1–20 of 45, soonest due first", count)
+	assert.Equal(t, "?delayed_from=20", href)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`a.next`), chromedp.WaitVisible(`a.prev`),
+		chromedp.Sleep(2500*time.Millisecond), // a poll redrew the tables
+		chromedp.Text(`#delayed-count`, &count), chromedp.Text(`#delayedmsgs tbody`, &rows)))
+	assert.Equal(t, "21–40 of 45, soonest due first", count)
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(rows), "d20") && strings.Contains(rows, "d39") && !strings.Contains(rows, "d40"), rows)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`a.next`), chromedp.WaitVisible(`a.prev`),
+		chromedp.Text(`#delayed-count`, &count)))
+	assert.Equal(t, "41–45 of 45, soonest due first", count)
+	var next int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll('a.next').length`, &next)))
+	assert.Equal(t, 0, next, "no page after the last")
+
+	for _, bad := range []string{"delayed_from=-1", "inflight_from=x", "dead_from=1e3"} {
+		for _, p := range []string{"/q/", "/api/queue/"} {
+			resp, err := http.Get(srv.URL + p + url.PathEscape(q.Name()) + "?" + bad)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s%s: %s", p, bad, body)
+			assert.Contains(t, string(body), "not a row number")
+		}
+	}
 }

@@ -204,7 +204,7 @@
         'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
       fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
-      set('delayed-count', s.delayed_messages.length + ' of ' + s.delayed + ', soonest due first');
+      set('delayed-count', s.pages.delayed_from.Text + ', soonest due first');
       fill('#delayedmsgs tbody', s.delayed_messages.map((m) => {
         const tr = row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
         const q = '?id=' + encodeURIComponent(m.id);
@@ -213,12 +213,12 @@
         return tr;
       }), 'nothing delayed', 6);
       if (!reliable) return;
-      set('leased-count', s.leased.length + ' of ' + s.in_flight + ', soonest lease end first');
+      set('leased-count', s.pages.inflight_from.Text + ', soonest lease end first');
       fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.holder, m.payload])), 'nothing in flight', 7);
       set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
       fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
         g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);
-      set('dead-count', s.dead_letters.length + ' of ' + s.dead + ', oldest first');
+      set('dead-count', s.pages.dead_from.Text + ', oldest first');
       fill('#deadletters tbody', s.dead_letters.map((d) => row([d.id, d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
         canRequeue ? link('Requeue…', path + '/requeue?id=' + encodeURIComponent(d.id), 'button requeue', { id: d.id }) : ''])), 'no dead letters', 7);
       const toggle = $('pause-toggle');
@@ -230,7 +230,10 @@
     }
     async function poll(first) {
       try {
-        const s = await getJSON(api + (first ? '?history=1' : ''));
+        // The page's own query: the same pages of the state tables.
+        const qs = new URLSearchParams(location.search);
+        if (first) qs.set('history', '1');
+        const s = await getJSON(api + (qs.toString() ? '?' + qs.toString() : ''));
         if (first && s.history) samples = s.history.slice();
         if (!samples.length || samples[samples.length - 1].t < s.at) {
           samples.push({ t: s.at, ready: s.ready, delayed: s.delayed, in_flight: s.in_flight, dead: s.dead, enqueued: s.enqueued, acked: s.acked,
