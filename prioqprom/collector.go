@@ -25,6 +25,17 @@
 //	prioq_consumers{queue}              live consumers that serve it (the worker registry,
 //	                                    prioq.Queue.Workers); absent when it could not be read
 //
+// With Config.Groups N > 0, per group of the N most loaded of each queue
+// (prioq.Queue.Groups: ready + in flight; opt-in, for a group label may
+// have as many values as tenants):
+//
+//	prioq_group_ready_messages{queue,group}    its messages waiting in its lists
+//	prioq_group_inflight_messages{queue,group} its messages leased
+//	prioq_group_parked{queue,group}            1 at its concurrency limit, 2 at its rate limit
+//
+// (A group's own oldest age is not exported: prioq keeps no per-group head
+// time; the queue's prioq_oldest_ready_age_seconds counts the groups.)
+//
 // Alert on prioq_consumers == 0 while the ready messages are above zero: a
 // queue nobody works on.
 //
@@ -60,6 +71,12 @@ type Config struct {
 	// DefaultTimeout. A queue whose Stats fails or times out reports only
 	// prioq_up 0.
 	Timeout time.Duration
+
+	// Groups, when above 0, exports the figures of each queue's Groups most
+	// loaded groups (prioq_group_*). Each scrape then reads every group's
+	// counts of each queue (prioq.Queue.Groups: two round trips per shard,
+	// O(groups)). 0: no group series.
+	Groups int
 }
 
 // Collector is a prometheus.Collector of queue states.
@@ -68,6 +85,7 @@ type Collector struct {
 	ready, delayed, inflight, dead, age, paus  *prometheus.Desc
 	enqueued, acked, retried, deadLtd, expired *prometheus.Desc
 	up, consumers, parked                      *prometheus.Desc
+	gReady, gFlight, gParked                   *prometheus.Desc
 }
 
 // NewCollector returns a Collector of cfg.Queues.
@@ -97,6 +115,9 @@ func NewCollector(cfg Config) *Collector {
 		expired:   d("expired_leases_total", "Leases that ended unacked, their messages delivered again, since the queue began (prioq.Stats.Expired)."),
 		parked:    d("parked_groups", "Groups whose messages wait at a limit (concurrency or rate): counted in ready, in no lane."),
 		consumers: d("consumers", "Live consumers that serve the queue (the worker registry: prioq.Queue.Workers)."),
+		gReady:    d("group_ready_messages", "A group's messages waiting in its lists (Config.Groups most loaded groups).", "group"),
+		gFlight:   d("group_inflight_messages", "A group's messages leased to consumers (Config.Groups most loaded groups).", "group"),
+		gParked:   d("group_parked", "1 while a group waits at its concurrency limit, 2 at its rate limit, else 0 (Config.Groups most loaded groups).", "group"),
 	}
 }
 
@@ -104,6 +125,11 @@ func NewCollector(cfg Config) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired, c.parked} {
 		ch <- d
+	}
+	if c.cfg.Groups > 0 {
+		ch <- c.gReady
+		ch <- c.gFlight
+		ch <- c.gParked
 	}
 }
 
@@ -115,6 +141,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		st      prioq.Stats
 		err     error
 		workers int // -1: not known
+		groups  []prioq.GroupStats
+		gerr    error
 	}
 	res := make([]result, len(c.cfg.Queues))
 	var wg sync.WaitGroup
@@ -123,9 +151,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		go func() {
 			defer wg.Done()
 			st, err := q.Stats(ctx)
-			res[i] = result{st, err, -1}
+			res[i] = result{st: st, err: err, workers: -1}
 			if ws, werr := q.Workers(ctx); werr == nil {
 				res[i].workers = len(ws)
+			}
+			if c.cfg.Groups > 0 && err == nil && q.Mode() == prioq.AtLeastOnce {
+				res[i].groups, res[i].gerr = q.Groups(ctx, c.cfg.Groups)
 			}
 		}()
 	}
@@ -156,6 +187,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.parked, float64(st.GroupsParked), name)
 		if res[i].workers >= 0 {
 			gauge(c.consumers, float64(res[i].workers), name)
+		}
+		if res[i].gerr != nil {
+			ch <- prometheus.NewInvalidMetric(c.gReady, res[i].gerr)
+		}
+		for _, g := range res[i].groups {
+			gauge(c.gReady, float64(g.Ready), name, g.Group)
+			gauge(c.gFlight, float64(g.InFlight), name, g.Group)
+			parked := 0.0
+			switch {
+			case g.RateParked:
+				parked = 2
+			case g.Parked:
+				parked = 1
+			}
+			gauge(c.gParked, parked, name, g.Group)
 		}
 		// Totals kept in Redis: counters, so rate() works across restarts of
 		// the process that exports them.

@@ -178,3 +178,55 @@ prioq_up{queue=%q} 1
 	assert.Less(t, time.Since(start), 3*time.Second)
 	assert.Equal(t, 1+3+13, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 13 more for the good one (its consumers, parked groups and failure totals included)")
 }
+
+// With Config.Groups, the most loaded groups of each queue have their own
+// series (issue 32: "the Prometheus collector count what waits in groups");
+// without it, none.
+func TestCollectorGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q := open(t, prioq.Config{Layout: prioq.Levels(2)})
+	require.NoError(t, q.SetGroupLimit(ctx, "busy", prioq.GroupLimit{Concurrency: 1}))
+	for range 3 {
+		_, err := q.Enqueue(ctx, []byte("x"), prioq.Group("busy"))
+		require.NoError(t, err)
+	}
+	_, err := q.Enqueue(ctx, []byte("x"), prioq.Group("quiet"))
+	require.NoError(t, err)
+	_, err = q.Enqueue(ctx, []byte("x"), prioq.Group("small"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	m, err := cons.Receive(ctx) // busy's first: busy is at its limit
+	require.NoError(t, err)
+	require.Equal(t, "busy", m.Group)
+	for _, g := range []string{"quiet", "small"} { // busy's marker went behind them
+		m, err = cons.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, g, m.Group)
+	}
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cons.Receive(short) // meets busy at its limit: parks it, takes nothing
+	stop()
+	require.Error(t, err)
+
+	c := NewCollector(Config{Queues: []*prioq.Queue{q}, Groups: 2})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
+# HELP prioq_group_inflight_messages A group's messages leased to consumers (Config.Groups most loaded groups).
+# TYPE prioq_group_inflight_messages gauge
+prioq_group_inflight_messages{group="busy",queue=%[1]q} 1
+prioq_group_inflight_messages{group="quiet",queue=%[1]q} 1
+# HELP prioq_group_parked 1 while a group waits at its concurrency limit, 2 at its rate limit, else 0 (Config.Groups most loaded groups).
+# TYPE prioq_group_parked gauge
+prioq_group_parked{group="busy",queue=%[1]q} 1
+prioq_group_parked{group="quiet",queue=%[1]q} 0
+# HELP prioq_group_ready_messages A group's messages waiting in its lists (Config.Groups most loaded groups).
+# TYPE prioq_group_ready_messages gauge
+prioq_group_ready_messages{group="busy",queue=%[1]q} 2
+prioq_group_ready_messages{group="quiet",queue=%[1]q} 0
+`, q.Name())), "prioq_group_ready_messages", "prioq_group_inflight_messages", "prioq_group_parked"))
+
+	none := NewCollector(Config{Queues: []*prioq.Queue{q}})
+	assert.Equal(t, 0, testutil.CollectAndCount(none, "prioq_group_ready_messages", "prioq_group_parked"))
+}
