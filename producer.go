@@ -24,6 +24,9 @@ type sendOptions struct {
 	orderingKey string
 	group       string
 	headers     map[string]string
+	once        store.Once // UniqueFor, UniqueKey, Debounce, DebounceFirst
+	onces       int        // how many of those were given (one at most)
+	uniqueByID  bool       // UniqueFor: the key is the id
 	err         error
 }
 
@@ -157,10 +160,16 @@ type EnqueueResult struct {
 	ID string
 
 	// Err is nil when the message was stored, or ErrDuplicate when a waiting,
-	// delayed, in-flight or dead message already has this ID. On a queue of
-	// several shards it is also the error of a shard's part of a batch that
-	// failed (see EnqueueBatch): that item was not stored.
+	// delayed, in-flight or dead message already has this ID, or its unique
+	// window is open (UniqueFor, UniqueKey). On a queue of several shards it
+	// is also the error of a shard's part of a batch that failed (see
+	// EnqueueBatch): that item was not stored.
 	Err error
+
+	// Folded reports an enqueue with DebounceFirst that went into the
+	// message already pending for its key: nothing was stored, ID is that
+	// message's, now due when this one would have been.
+	Folded bool
 }
 
 // prepared is one validated message, ready to go to the shard it is routed
@@ -192,6 +201,12 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 			return prepared{}, err
 		}
 	}
+	if err := o.checkOnce(len(q.shards)); err != nil {
+		return prepared{}, err
+	}
+	if o.once.Debounce {
+		o.delay = o.once.Window
+	}
 	layout := q.layout()
 	if !o.hasPriority {
 		o.priority = layout.DefaultPriority()
@@ -212,9 +227,11 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	if len(q.shards) > 1 && o.id != "" && (o.group != "" || o.orderingKey != "") {
 		return prepared{}, idRoutedElsewhere(len(q.shards), o)
 	}
-	p := prepared{Item: store.Item{ID: o.id, Caller: o.id != "", Due: due, Lane: lane, Priority: o.priority, Grouped: o.group != ""}}
+	p := prepared{Item: store.Item{ID: o.id, Caller: o.id != "", Due: due, Lane: lane, Priority: o.priority, Grouped: o.group != "", Once: o.once}}
 	switch {
 	case len(q.shards) == 1:
+	case o.once.Key != "" && !o.uniqueByID:
+		p.shard = q.hashShard(o.once.Key)
 	case o.group != "":
 		p.shard = q.hashShard(o.group)
 	case o.orderingKey != "":

@@ -91,6 +91,12 @@ import (
 //	                            shard of a queue of several: a ZSET, one member "d",
 //	                            which consumers that promote watch with the wake-up)
 //	prioq:{Q}:ids       SET     caller-given ids of live messages (idempotency)
+//	prioq:{Q}:uniq:K    STRING  the server's ms when unique key K's window opened (an
+//	                            enqueue with UniqueFor/UniqueKey), PX the window: no
+//	                            other enqueue with K is stored until it ends
+//	prioq:{Q}:deb:K     STRING  the id of debounce key K's pending (delayed) message,
+//	                            PX its window and a second: enqueues with K fold into
+//	                            it while it waits (lua/inc/once.lua)
 //	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired: totals
 //	                            since the queue began, for rates (stats.go)
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
@@ -280,6 +286,11 @@ func (k KeySet) groupLeases(g string) string { return k.prefix + groupLeasesTag 
 
 // poke is consumer id's poke key (internal/consume/waiter.go), a shard's.
 func (k KeySet) poke(id string) string { return k.prefix + "poke:" + id }
+
+// unique and debounce are the keys of a caller's unique key and debounce
+// key (send.go onceField).
+func (k KeySet) unique(key string) string   { return k.prefix + "uniq:" + key }
+func (k KeySet) debounce(key string) string { return k.prefix + "deb:" + key }
 
 // prioList is the key of the list of priority p (Range, format 4); the
 // scripts build the same name from a lane key (lua/inc/lanes.lua plist_key).

@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // requests.go: the values the shard's calls take and give back, among them
 // what its merged calls carry (coalesce.go), and the bounds of a merged call.
 
@@ -14,13 +16,30 @@ type Item struct {
 	Priority int64
 	Score    string // a Range's: ScoreOf(Priority); "" for Levels
 	Env      []byte // the encoded envelope
+	// Once is the message's unique window or debounce (OnceOf), or the
+	// zero Once.
+	Once Once
+}
+
+// Once is what enqueue.lua's once field says of a message
+// (lua/inc/once.lua): a unique window of Window on Key (Debounce false), or
+// a debounce of Key by Window (First: the first message stays, else the
+// last replaces it). The key is the caller's, not yet a Redis key.
+type Once struct {
+	Key      string
+	Window   time.Duration
+	Debounce bool
+	First    bool
 }
 
 // Result is what Send reports for one Item, at the same index: its id, and
-// ErrDuplicate when a live message already has it.
+// ErrDuplicate when a live message already has it (or its unique window is
+// open). Folded says the id is that of the pending message of its debounce
+// key, into which it went (Once.First).
 type Result struct {
-	ID  string
-	Err error
+	ID     string
+	Err    error
+	Folded bool
 }
 
 // plainResult is a merged enqueue's outcome for one caller.

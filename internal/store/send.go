@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -54,8 +55,8 @@ func (s *Shard) sendGrouped(ctx context.Context, p Item) ([]Result, error) {
 	return s.sendMerged(ctx, s.grouped, p, func(ctx context.Context, ps []Item) []plainResult {
 		out := make([]plainResult, len(ps))
 		send := s.sendGroupedScript
-		if slices.ContainsFunc(ps, func(p Item) bool { return p.Caller || p.Due != "" }) {
-			send = s.sendScript // ids and delays: enqueue.lua
+		if slices.ContainsFunc(ps, func(p Item) bool { return p.Caller || p.Due != "" || p.Once.Key != "" }) {
+			send = s.sendScript // ids, delays, unique windows: enqueue.lua
 		}
 		res, err := send(ctx, ps)
 		for i := range out {
@@ -114,17 +115,19 @@ func (s *Shard) laneKeys(keys []string, ps []Item) ([]string, []string) {
 // sendScript stores ps with enqueue.lua: one call, atomic.
 func (s *Shard) sendScript(ctx context.Context, ps []Item) ([]Result, error) {
 	keys, ki := s.laneKeys([]string{s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.wake, s.k.counts}, ps)
-	args := make([]string, 0, 3+7*len(ps))
+	args := make([]string, 0, 3+8*len(ps))
 	args = append(args, s.armFlag(), s.kind(), strconv.Itoa(len(ps)))
 	for i, p := range ps {
 		caller := argNo
 		if p.Caller {
 			caller = argYes
 		}
+		var once string
+		keys, once = s.onceField(keys, p.Once)
 		args = append(args, p.ID, caller, p.Due, strconv.Itoa(p.Lane),
-			ki[i], p.Score, string(p.Env))
+			ki[i], p.Score, string(p.Env), once)
 	}
-	var codes []int
+	var codes []string
 	werr := s.write(ctx, s.eval(enqueueScript, &codes, keys, args...))
 	if werr != nil && !errors.Is(werr, ErrNotReplicated) {
 		return nil, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
@@ -135,14 +138,38 @@ func (s *Shard) sendScript(ctx context.Context, ps []Item) ([]Result, error) {
 	out := make([]Result, len(ps))
 	for i, p := range ps {
 		out[i].ID = p.ID
-		if codes[i] == 0 {
+		switch c := codes[i]; {
+		case c == "0" && p.Once.Key != "" && !p.Once.Debounce:
+			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: unique key %q: %w", p.ID, s.name, p.Once.Key, ErrDuplicate)
+		case c == "0":
 			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.ID, s.name, ErrDuplicate)
+		case strings.HasPrefix(c, "="):
+			out[i].ID, out[i].Folded = c[1:], true
 		}
 	}
 	if werr != nil {
 		return out, fmt.Errorf("prioq: enqueue to %q: %w", s.name, werr)
 	}
 	return out, nil
+}
+
+// onceField appends the key of o, when it has one, to keys and returns
+// enqueue.lua's once field for it (lua/inc/once.lua).
+func (s *Shard) onceField(keys []string, o Once) ([]string, string) {
+	if o.Key == "" {
+		return keys, ""
+	}
+	ms := fmtInt(leaseMs(o.Window))
+	if !o.Debounce {
+		keys = append(keys, s.k.unique(o.Key))
+		return keys, "u " + strconv.Itoa(len(keys)) + " " + ms
+	}
+	mode := "l"
+	if o.First {
+		mode = "f"
+	}
+	keys = append(keys, s.k.debounce(o.Key))
+	return keys, "b " + strconv.Itoa(len(keys)) + " " + ms + " " + mode
 }
 
 // canSendPlain reports whether a send needs no script: one message, to a
@@ -154,7 +181,7 @@ func (s *Shard) sendScript(ctx context.Context, ps []Item) ([]Result, error) {
 // (Range queues of earlier formats need the seq counter's next value in
 // the member, which only a script can read and write in one step.)
 func (s *Shard) canSendPlain(ps []Item) bool {
-	return len(ps) == 1 && (!s.isRange() || s.lists()) && !ps[0].Caller && ps[0].Due == "" && !ps[0].Grouped
+	return len(ps) == 1 && (!s.isRange() || s.lists()) && !ps[0].Caller && ps[0].Due == "" && !ps[0].Grouped && ps[0].Once.Key == ""
 }
 
 // sendPlain stores one ready message of a Levels queue without Lua, merged

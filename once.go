@@ -1,0 +1,101 @@
+package prioq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prioq/prioq/internal/store"
+)
+
+// once.go: the options that keep work from running twice, UniqueFor,
+// UniqueKey, Debounce and DebounceFirst (docs/once.md). enqueue.lua applies
+// them in the enqueue's atomic step (lua/inc/once.lua).
+
+// Bounds of the windows of UniqueFor, UniqueKey, Debounce and DebounceFirst,
+// and of their keys' length.
+const (
+	MinOnceWindow = time.Millisecond
+	MaxOnceWindow = 366 * 24 * time.Hour
+	MaxOnceKey    = 512
+)
+
+// UniqueFor refuses, with ErrDuplicate and nothing written, every enqueue of
+// the message's ID within d after this one was stored, even once it was
+// handled and its id is free again: a window on the Redis server's clock
+// that opens when the first is stored and ends d later (an enqueue exactly
+// d after is stored). Needs ID. A refused enqueue does not move the window.
+// The window's key (prioq:{Q}:uniq:<id>) expires by itself at its end: the
+// memory is one small key per id in its window. d from MinOnceWindow to
+// MaxOnceWindow, whole milliseconds (rounded up).
+func UniqueFor(d time.Duration) Option {
+	return func(o *sendOptions) {
+		o.setOnce(store.Once{Window: d}, "UniqueFor")
+		o.uniqueByID = true
+	}
+}
+
+// UniqueKey is UniqueFor on key instead of the id: any enqueue with the same
+// key within d after the first stored is refused with ErrDuplicate. On a
+// queue of several shards the key chooses the message's shard (as
+// OrderingKey does), so it cannot go with ID, Group or OrderingKey there
+// (ErrInvalidOption).
+func UniqueKey(key string, d time.Duration) Option {
+	return func(o *sendOptions) { o.setOnce(store.Once{Key: key, Window: d}, "UniqueKey") }
+}
+
+// Debounce folds the enqueues with key made within d of each other into
+// one message, the last one's: each enqueue is delayed d (by the server's
+// clock), and replaces the message of key still waiting for its due time,
+// if any (the replaced one is gone, never delivered; its id is free). Once
+// key's message is due (ready, in flight, handled), the next enqueue with
+// key starts a new one: at most one message of a key waits, and it may
+// run beside an earlier one already delivered. Not with ID, Delay or At
+// (ErrInvalidOption); on a queue of several shards the key chooses the
+// shard, as UniqueKey's. d as UniqueFor's.
+func Debounce(key string, d time.Duration) Option {
+	return func(o *sendOptions) { o.setOnce(store.Once{Key: key, Window: d, Debounce: true}, "Debounce") }
+}
+
+// DebounceFirst is Debounce keeping the first message: an enqueue with key
+// while key's message waits stores nothing and moves that message's due
+// time to d from now; EnqueueResult.Folded reports it, and the id returned
+// is that message's.
+func DebounceFirst(key string, d time.Duration) Option {
+	return func(o *sendOptions) {
+		o.setOnce(store.Once{Key: key, Window: d, Debounce: true, First: true}, "DebounceFirst")
+	}
+}
+
+func (o *sendOptions) setOnce(once store.Once, name string) {
+	o.onces++
+	switch {
+	case o.onces > 1:
+		o.err = fmt.Errorf("%w: more than one of UniqueFor, UniqueKey, Debounce, DebounceFirst", ErrInvalidOption)
+	case once.Window < MinOnceWindow || once.Window > MaxOnceWindow:
+		o.err = fmt.Errorf("%w: %s window %v (from %v to %v)", ErrInvalidOption, name, once.Window, MinOnceWindow, MaxOnceWindow)
+	case name != "UniqueFor" && (once.Key == "" || len(once.Key) > MaxOnceKey):
+		o.err = fmt.Errorf("%w: %s key of %d bytes (1 to %d)", ErrInvalidOption, name, len(once.Key), MaxOnceKey)
+	}
+	o.once = once
+}
+
+// checkOnce checks the once option against the others, and sets
+// UniqueFor's key: the id.
+func (o *sendOptions) checkOnce(shards int) error {
+	switch {
+	case o.onces == 0:
+		return nil
+	case o.uniqueByID && o.id == "":
+		return fmt.Errorf("%w: UniqueFor needs ID (or use UniqueKey)", ErrInvalidOption)
+	case o.uniqueByID:
+		o.once.Key = o.id
+		return nil
+	case o.once.Debounce && o.id != "":
+		return fmt.Errorf("%w: Debounce with ID: a debounced message's id is generated", ErrInvalidOption)
+	case o.once.Debounce && (o.delay > 0 || !o.at.IsZero()):
+		return fmt.Errorf("%w: Debounce with Delay or At: the debounce sets the due time", ErrInvalidOption)
+	case shards > 1 && (o.id != "" || o.group != "" || o.orderingKey != ""):
+		return fmt.Errorf("%w: UniqueKey or Debounce with ID, Group or OrderingKey on a queue of several shards: the key chooses the shard", ErrInvalidOption)
+	}
+	return nil
+}
