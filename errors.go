@@ -60,6 +60,10 @@ var (
 	// expired and the message was (or will be) delivered again: the caller no
 	// longer owns it, and nothing was changed.
 	ErrLeaseLost = store.ErrLeaseLost
+
+	// ErrTooLate wraps what OnError gets of an AtMostOnce message dropped
+	// because a consumer took it after its StartBy time.
+	ErrTooLate = store.ErrTooLate
 	// ErrClosed is returned by a Consumer after Close.
 	ErrClosed = store.ErrClosed
 	// ErrPoolTooSmall is returned by NewConsumer and NewMultiConsumer when the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -75,4 +76,39 @@ func ExampleDebounce() {
 	// Output:
 	// delayed 1
 	// doc-7 version 10
+}
+
+// MaxWait drops work that waited too long: a price alert enqueued an hour
+// ago (here: by a producer whose clock says so) is not sent late; it goes to
+// the dead letters instead, and the fresh one runs.
+func ExampleMaxWait() {
+	ctx := context.Background()
+	client, err := radix.PoolConfig{}.New(ctx, "tcp", redisAddr())
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	q, err := prioq.Open(ctx, client, "example-alerts", prioq.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Purge(ctx)
+	defer q.PurgeDead(ctx)
+
+	q.Enqueue(ctx, []byte("price crossed 100"), prioq.StartBy(time.Now().Add(10*time.Millisecond)))
+	time.Sleep(50 * time.Millisecond) // nobody took it in time
+	q.Enqueue(ctx, []byte("price crossed 110"), prioq.MaxWait(time.Minute))
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer cons.Close(ctx)
+	m, _ := cons.Receive(ctx)
+	fmt.Println("runs:", string(m.Payload))
+	m.Ack(ctx)
+	dead, _ := q.DeadLetters(ctx, 0, 10)
+	fmt.Println("dead:", string(dead[0].Payload), strings.HasPrefix(dead[0].Reason, "expired: not started by"))
+	// Output:
+	// runs: price crossed 110
+	// dead: price crossed 100 true
 }

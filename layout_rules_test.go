@@ -189,6 +189,7 @@ func TestRootConstantsMatchTheStore(t *testing.T) {
 	for _, m := range []Mode{AtLeastOnce, AtMostOnce, Mode(7)} {
 		assert.Equal(t, store.Mode(m).String(), m.String(), "the meta key stores the store's spelling")
 	}
+	assert.Equal(t, store.StartByHeader, StartByHeader, "the header the takes read")
 	assert.Equal(t, store.Levels(DefaultLevels), Layout{}.withDefaults().l)
 	// internal/consume's loops default as the root's ConsumerConfig does.
 	assert.Equal(t, time.Duration(DefaultSweepInterval), consume.DefaultSweepInterval)

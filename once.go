@@ -2,14 +2,17 @@ package prioq
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prioq/prioq/internal/store"
 )
 
 // once.go: the options that keep work from running twice, UniqueFor,
-// UniqueKey, Debounce and DebounceFirst (docs/once.md). enqueue.lua applies
-// them in the enqueue's atomic step (lua/inc/once.lua).
+// UniqueKey, Debounce and DebounceFirst (docs/once.md), which enqueue.lua
+// applies in the enqueue's atomic step (lua/inc/once.lua), and those that
+// keep it from running late, StartBy and MaxWait (internal/store
+// startby.go).
 
 // Bounds of the windows of UniqueFor, UniqueKey, Debounce and DebounceFirst,
 // and of their keys' length.
@@ -98,4 +101,67 @@ func (o *sendOptions) checkOnce(shards int) error {
 		return fmt.Errorf("%w: UniqueKey or Debounce with ID, Group or OrderingKey on a queue of several shards: the key chooses the shard", ErrInvalidOption)
 	}
 	return nil
+}
+
+// StartByHeader is the header that carries a message's StartBy time (unix
+// ms): set by StartBy and MaxWait, read by the consumers' takes. A message
+// enqueued with this header set by hand behaves as with StartBy.
+const StartByHeader = "prioq-start-by"
+
+// StartBy makes a message that is not taken by t never run: the take that
+// finds it later (by the Redis server's clock: the take's time) moves it to
+// the dead letters, with a reason that starts with "expired: not started
+// by" (AtLeastOnce: Stats.DeadLettered counts it), or, AtMostOnce, drops it
+// and reports it to OnError (wrapping ErrTooLate; this host's clock then).
+// Until a take meets it, it waits and counts as ready (or delayed). t is the
+// caller's wall clock, as At's; a t before the message's due time (or now)
+// is refused (ErrInvalidOption). Carried in the StartByHeader header.
+func StartBy(t time.Time) Option {
+	return func(o *sendOptions) {
+		if !o.startBy.IsZero() || o.maxWait != 0 {
+			o.err = fmt.Errorf("%w: more than one StartBy or MaxWait", ErrInvalidOption)
+		}
+		o.startBy = t
+	}
+}
+
+// MaxWait is StartBy of d after the message is due: its At time, or now
+// (this host's clock) plus its Delay (or Debounce window). d must be
+// positive.
+func MaxWait(d time.Duration) Option {
+	return func(o *sendOptions) {
+		if !o.startBy.IsZero() || o.maxWait != 0 {
+			o.err = fmt.Errorf("%w: more than one StartBy or MaxWait", ErrInvalidOption)
+		}
+		if d <= 0 {
+			o.err = fmt.Errorf("%w: MaxWait(%v): must be positive", ErrInvalidOption, d)
+		}
+		o.maxWait = d
+	}
+}
+
+// setStartBy puts the StartBy time into the headers, once the due time is
+// known; now is this host's clock.
+func (o *sendOptions) setStartBy(now time.Time) error {
+	if o.startBy.IsZero() && o.maxWait == 0 {
+		return nil
+	}
+	due := now.Add(o.delay)
+	if !o.at.IsZero() {
+		due = o.at
+	}
+	by := o.startBy
+	if o.maxWait > 0 {
+		by = due.Add(o.maxWait)
+	}
+	if !by.After(due) {
+		return fmt.Errorf("%w: StartBy %v is not after the message is due (%v)", ErrInvalidOption, by, due)
+	}
+	h := make(map[string]string, len(o.headers)+1)
+	for k, v := range o.headers {
+		h[k] = v
+	}
+	h[StartByHeader] = strconv.FormatInt(by.UnixMilli(), 10)
+	o.headers = h
+	return store.ValidateHeaders(h) // one header more than the caller's
 }

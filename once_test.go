@@ -258,3 +258,82 @@ func TestDebounceFirstKeepsTheFirst(t *testing.T) {
 		require.NoError(t, m.Ack(ctx))
 	}
 }
+
+// StartBy and MaxWait (issue 34's start timeout): a message taken after its
+// time never reaches a handler: AtLeastOnce moves it to the dead letters
+// (reason "expired: not started by ..."), AtMostOnce drops it and reports it
+// (ErrTooLate); one taken in time runs. Every receive path, layouts, a
+// sharded queue, a group.
+func TestStartByLateMessagesNeverRun(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	for _, cfg := range []Config{
+		{Layout: Levels(2)}, {Layout: Range(0, 100, 2)}, {Layout: Levels(2), Shards: 2},
+		{Layout: Levels(2), Mode: AtMostOnce}, {Layout: Range(0, 100, 2), Mode: AtMostOnce},
+	} {
+		q := openQueue(t, cl, cfg)
+		// Its time passed while it waited (a host clock an hour behind
+		// wrote it, as a producer whose work is an hour old would).
+		old := q.withClock(func() time.Time { return time.Now().Add(-time.Hour) })
+		opts := []Option{MaxWait(time.Minute)}
+		if cfg.Mode == AtLeastOnce && cfg.Shards == 0 {
+			opts = append(opts, Group("g"))
+		}
+		late, err := old.Enqueue(ctx, []byte("late"), opts...)
+		require.NoError(t, err)
+		ok, err := q.Enqueue(ctx, []byte("in time"), StartBy(time.Now().Add(time.Hour)))
+		require.NoError(t, err)
+
+		var reported atomic.Value
+		c := newConsumer(t, q, ConsumerConfig{NoPromoter: true, OnError: func(err error) {
+			if errors.Is(err, ErrTooLate) {
+				reported.Store(err)
+			}
+		}})
+		m, err := c.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ok, m.ID, "%+v: the late one is never handed out", cfg)
+		if cfg.Mode == AtMostOnce {
+			require.Eventually(t, func() bool { return reported.Load() != nil }, 5*time.Second, 10*time.Millisecond, "reported")
+			require.ErrorContains(t, reported.Load().(error), late)
+			continue
+		}
+		require.NoError(t, m.Ack(ctx))
+		dead, err := q.DeadLetters(ctx, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		require.Equal(t, late, dead[0].ID)
+		require.ErrorContains(t, errors.New(dead[0].Reason), "expired: not started by")
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.DeadLettered)
+		require.Equal(t, int64(0), st.Ready+st.InFlight)
+	}
+}
+
+// StartBy's bad input is refused and nothing written.
+func TestStartByRefusesBadInput(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	too := map[string]string{}
+	for i := range MaxHeaders {
+		too[fmt.Sprint("h", i)] = "v"
+	}
+	for i, opts := range [][]Option{
+		{StartBy(time.Now().Add(-time.Second))},
+		{StartBy(time.Now().Add(time.Minute)), Delay(time.Hour)},
+		{StartBy(time.Now().Add(time.Minute)), At(time.Now().Add(2 * time.Minute))},
+		{MaxWait(0)},
+		{MaxWait(-time.Second)},
+		{MaxWait(time.Second), StartBy(time.Now().Add(time.Hour))},
+	} {
+		_, err := q.Enqueue(ctx, []byte("x"), opts...)
+		require.ErrorIs(t, err, ErrInvalidOption, "case %d", i)
+	}
+	_, err := q.Enqueue(ctx, []byte("x"), Headers(too), MaxWait(time.Minute))
+	require.ErrorIs(t, err, ErrInvalidHeader, "one header more than the limit")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), st.Enqueued)
+}

@@ -27,6 +27,8 @@ type sendOptions struct {
 	once        store.Once // UniqueFor, UniqueKey, Debounce, DebounceFirst
 	onces       int        // how many of those were given (one at most)
 	uniqueByID  bool       // UniqueFor: the key is the id
+	startBy     time.Time  // StartBy
+	maxWait     time.Duration
 	err         error
 }
 
@@ -206,6 +208,9 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	}
 	if o.once.Debounce {
 		o.delay = o.once.Window
+	}
+	if err := o.setStartBy(now); err != nil {
+		return prepared{}, err
 	}
 	layout := q.layout()
 	if !o.hasPriority {

@@ -60,6 +60,10 @@ var (
 	// expired and the message was (or will be) delivered again: the caller no
 	// longer owns it, and nothing was changed.
 	ErrLeaseLost = errors.New("prioq: lease lost")
+
+	// ErrTooLate wraps the report of an AtMostOnce message dropped because
+	// it was taken after its start-by time (StartByHeader).
+	ErrTooLate = errors.New("prioq: not started in time")
 	// ErrClosed is returned by a Consumer after Close.
 	ErrClosed = errors.New("prioq: consumer closed")
 	// ErrPoolTooSmall is returned by NewConsumer and NewMultiConsumer when the

@@ -63,7 +63,8 @@ func (s *Shard) PopLanes(lanes []string, n int, timeout time.Duration) (ds []*De
 		d.raw, d.lane = b, lane
 		ds = append(ds, d)
 	}
-	return ds, dropped, nil
+	ds, late := s.lateOnes(context.Background(), ds) // no lease: nothing to call
+	return ds, append(dropped, late...), nil
 }
 
 // pop is PopLanes's command: BLPOP or BZPOPMIN for one message, BLMPOP or

@@ -208,6 +208,9 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 		m.token, m.deadline, m.raw = first, deadline, member
 		r.msgs = append(r.msgs, m)
 	}
+	var late []error
+	r.msgs, late = s.lateOnes(ctx, r.msgs)
+	r.dropped = append(r.dropped, late...)
 	if n := len(r.msgs); guessed && n > 0 {
 		if l, err := s.cfg.Layout.laneOf(r.msgs[n-1].Priority); err == nil {
 			s.lastLane.Store(int32(l) + 1)
