@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"regexp"
@@ -26,12 +24,12 @@ import (
 // scripts (enqueue.lua, take.lua, ack.lua, fail.lua), three ways in the same
 // run, in interleaved rounds on one server:
 //
-//	evalsha  today's: EVALSHA of includes + script
-//	fcall    the same code as a Redis Functions library: the includes'
-//	         definitions run once at FUNCTION LOAD, each script a function
+//	evalsha  EVALSHA of includes + script (before funcs.go)
+//	fcall    FCALL of the library (funcs.go): the includes' definitions
+//	         run once, at FUNCTION LOAD, each script a function
 //	pruned   EVALSHA of the script with only the helpers it reaches
 //
-// A client wrapper rewrites each EVALSHA the shard sends, so the calls, keys
+// A client wrapper rewrites each FCALL the shard sends, so the calls, keys
 // and arguments are the shard's own. Per phase (N single calls of one
 // script) it reports the Redis CPU per call (INFO commandstats, usec of
 // evalsha/fcall over calls) and the wall time per call, and the ratios of
@@ -45,21 +43,25 @@ func BenchmarkScriptPrelude(b *testing.B) {
 	srcs := map[string]string{"enqueue": enqueueSrc, "take": takeSrc, "ack": ackSrc, "fail": failSrc}
 	names := []string{"enqueue", "take", "ack", "fail"}
 
-	lib, libName := benchLibrary(names, srcs)
-	var loaded string
-	if err := sharedClient.Do(ctx, radix.Cmd(&loaded, "FUNCTION", "LOAD", "REPLACE", lib)); err != nil {
-		b.Fatalf("FUNCTION LOAD: %v", err)
-	}
-	fcallOf, prunedOf := map[string]string{}, map[string]string{}
+	// The shard sends FCALL (funcs.go); evalsha and pruned rewrite it.
+	_, libName := library()
+	evalshaOf, prunedOf := map[string]string{}, map[string]string{}
 	for _, n := range names {
-		sha := sha1hex(hot[n].es)
-		fcallOf[sha] = libName + "_" + n
+		fn := libName + "_" + n
 		pruned := fencePrelude + prunedText(srcs[n])
-		var got string
-		if err := sharedClient.Do(ctx, radix.Cmd(&got, "SCRIPT", "LOAD", pruned)); err != nil {
-			b.Fatalf("SCRIPT LOAD pruned %s: %v", n, err)
+		for _, v := range []struct {
+			m    map[string]string
+			text string
+		}{{evalshaOf, fencePrelude + scriptText(srcs[n])}, {prunedOf, pruned}} {
+			var sha string
+			if err := sharedClient.Do(ctx, radix.Cmd(&sha, "SCRIPT", "LOAD", v.text)); err != nil {
+				b.Fatalf("SCRIPT LOAD %s: %v", n, err)
+			}
+			v.m[fn] = sha
 		}
-		prunedOf[sha] = got
+		if sha1hex(hot[n].es) != evalshaOf[fn] {
+			b.Fatalf("%s: the EVALSHA text is not the shard's", n)
+		}
 		fmt.Printf("%s: %d bytes sent today, %d pruned (%d of %d helper definitions kept)\n", n,
 			len(fencePrelude+scriptText(srcs[n])), len(pruned), helperCount(pruned), helperCount(scriptText(srcs[n])))
 	}
@@ -75,14 +77,14 @@ func BenchmarkScriptPrelude(b *testing.B) {
 	for r := range rounds {
 		for i := range variants {
 			v := variants[(r+i)%len(variants)]
-			// evalsha goes through the same rewriting (as itself), so the
+			// fcall goes through the same rewriting (as itself), so the
 			// wall times compare the scripts, not the wrapper.
-			c := &rewriteClient{Client: sharedClient, sha: map[string]string{}}
+			c := &rewriteClient{Client: sharedClient, to: map[string]string{}}
 			switch v {
-			case "fcall":
-				c.fcall = fcallOf
+			case "evalsha":
+				c.to = evalshaOf
 			case "pruned":
-				c.sha = prunedOf
+				c.to = prunedOf
 			}
 			s := NewShards(c, fmt.Sprintf("prelude-bench-%d-%s", r, v), &Config{Layout: Levels(3), MaxAttempts: 10,
 				PromoteBatch: 256, CallTimeout: 10 * time.Second, WaitTimeout: time.Second, Shards: 1})[0]
@@ -212,30 +214,18 @@ func sha1hex(es radix.EvalScript) string {
 	return args[1]
 }
 
-// rewriteClient sends each EVALSHA of a script in fcall as FCALL of its
-// function, and of one in sha as EVALSHA of that sha.
+// rewriteClient sends each FCALL of a function in to as EVALSHA of the sha
+// it maps to.
 type rewriteClient struct {
 	radix.Client
-	fcall, sha map[string]string
+	to map[string]string
 }
 
 func (c *rewriteClient) Do(ctx context.Context, a radix.Action) error {
-	m, ok := a.(resp.Marshaler)
-	if !ok || c.fcall == nil && c.sha == nil {
+	if _, ok := a.(*fcall); !ok {
 		return c.Client.Do(ctx, a)
 	}
-	var buf bytes.Buffer
-	if err := m.MarshalRESP(&buf, resp.NewOpts()); err != nil {
-		return err
-	}
-	if !bytes.Contains(buf.Bytes(), []byte("EVALSHA")) {
-		return c.Client.Do(ctx, a)
-	}
-	key := ""
-	if ks := a.Properties().Keys; len(ks) > 0 {
-		key = ks[0]
-	}
-	return c.Client.Do(ctx, radix.WithConn(key, func(ctx context.Context, conn radix.Conn) error {
+	return c.Client.Do(ctx, radix.WithConn(a.Properties().Keys[0], func(ctx context.Context, conn radix.Conn) error {
 		return a.Perform(ctx, &rewriteConn{Conn: conn, c: c})
 	}))
 }
@@ -254,21 +244,15 @@ func (rc *rewriteConn) EncodeDecode(ctx context.Context, m, u any) error {
 	if err := resp3.Unmarshal(bufReader(&buf), &args, resp.NewOpts()); err != nil {
 		return err
 	}
-	if len(args) > 1 && args[0] == "EVALSHA" {
-		if f, ok := rc.c.fcall[args[1]]; ok {
-			args[0], args[1] = "FCALL", f
-		} else if s, ok := rc.c.sha[args[1]]; ok {
-			args[1] = s
+	if len(args) > 1 && args[0] == "FCALL" {
+		if sha, ok := rc.c.to[args[1]]; ok {
+			args[0], args[1] = "EVALSHA", sha
 		}
 	}
 	return rc.Conn.EncodeDecode(ctx, args, u)
 }
 
 func (rc *rewriteConn) Addr() net.Addr { return rc.Conn.Addr() }
-
-// topDef is a top-level definition in an include: a local function, or
-// locals.
-var topDef = regexp.MustCompile(`^local (?:function ([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_, ]*?) *=)`)
 
 // chunk is one top-level definition of an include with the comment lines
 // after it up to the next one.
@@ -350,43 +334,6 @@ func prunedText(src string) string {
 
 func helperCount(text string) int {
 	return len(regexp.MustCompile(`(?m)^local function `).FindAllString(text, -1))
-}
-
-// benchLibrary is a Functions library of the scripts names: the includes
-// they list, each once, defined at the library's top level (once, at
-// FUNCTION LOAD), KEYS and ARGV locals the functions set on each call, the
-// includes' other locals (state of one call) set again, and each script the
-// body of a function NAME_script. NAME carries a hash of the text.
-func benchLibrary(names []string, srcs map[string]string) (lib, name string) {
-	var all []string
-	for _, n := range names {
-		all = append(all, includeNames(srcs[n])...)
-	}
-	order, err := includeOrder("-- include: " + strings.Join(all, ", ") + "\n")
-	if err != nil {
-		panic(err)
-	}
-	var b, reset strings.Builder
-	b.WriteString("local KEYS, ARGV\n")
-	for _, n := range order {
-		for _, c := range chunksOf(includes[n]) {
-			b.WriteString(c.text)
-			if !c.fn && len(c.names) > 0 {
-				first, _, _ := strings.Cut(c.text, "\n")
-				reset.WriteString(strings.TrimPrefix(first, "local ") + "\n")
-			}
-		}
-	}
-	for _, n := range names {
-		fmt.Fprintf(&b, "local function script_%s(keys, args)\nKEYS, ARGV = keys, args\n%s%s%s\nend\n", n, reset.String(), fencePrelude, srcs[n])
-	}
-	body := inlineConstants(b.String())
-	sum := sha1.Sum([]byte(body))
-	name = "prioq_" + hex.EncodeToString(sum[:6])
-	for _, n := range names {
-		body += fmt.Sprintf("redis.register_function('%s_%s', script_%s)\n", name, n, n)
-	}
-	return "#!lua name=" + name + "\n" + body, name
 }
 
 func bufReader(buf *bytes.Buffer) resp.BufferedReader { return bufio.NewReader(buf) }
