@@ -32,8 +32,8 @@ import (
 // A client wrapper rewrites each FCALL the shard sends, so the calls, keys
 // and arguments are the shard's own. Per phase (N single calls of one
 // script) it reports the Redis CPU per call (INFO commandstats, usec of
-// evalsha/fcall over calls) and the wall time per call, and the ratios of
-// the medians over rounds against evalsha. Run it alone:
+// evalsha/fcall over calls) and the wall time per call, and its ratio to
+// evalsha of the same round, median over rounds (min–max). Run it alone:
 //
 //	go test -run '^$' -bench BenchmarkScriptPrelude -benchtime 1x ./internal/store
 //	PRIOQ_SERVER=valkey-server go test -run '^$' -bench BenchmarkScriptPrelude -benchtime 1x ./internal/store
@@ -67,7 +67,7 @@ func BenchmarkScriptPrelude(b *testing.B) {
 	}
 
 	variants := []string{"evalsha", "fcall", "pruned"}
-	const rounds, n = 7, 1000
+	const rounds, n = 9, 1000
 	// cpu[variant][phase], wall[variant][phase]: one value per round.
 	cpu := map[string]map[string][]float64{}
 	wall := map[string]map[string][]float64{}
@@ -101,15 +101,25 @@ func BenchmarkScriptPrelude(b *testing.B) {
 			sharedClient.Do(ctx, radix.Cmd(nil, "DEL", s.k.meta))
 		}
 	}
+	// A ratio is taken round by round (against evalsha of the same round),
+	// then its median; min–max beside it.
+	ratio := func(m map[string]map[string][]float64, v, ph string) (med, lo, hi float64) {
+		var rs []float64
+		for r, x := range m[v][ph] {
+			rs = append(rs, x/m["evalsha"][ph][r])
+		}
+		return median(rs), slices.Min(rs), slices.Max(rs)
+	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%-8s %-8s %10s %10s %8s %8s\n", "script", "variant", "cpu µs", "wall µs", "cpu ×", "wall ×")
+	fmt.Fprintf(&out, "\n%-8s %-8s %8s %8s %-18s %-18s\n", "script", "variant", "cpu µs", "wall µs", "cpu × (min–max)", "wall × (min–max)")
 	for _, ph := range names {
-		rc, rw := median(cpu["evalsha"][ph]), median(wall["evalsha"][ph])
 		for _, v := range variants {
-			mc, mw := median(cpu[v][ph]), median(wall[v][ph])
-			fmt.Fprintf(&out, "%-8s %-8s %10.2f %10.2f %8.3f %8.3f\n", ph, v, mc, mw, mc/rc, mw/rw)
+			c, clo, chi := ratio(cpu, v, ph)
+			w, wlo, whi := ratio(wall, v, ph)
+			fmt.Fprintf(&out, "%-8s %-8s %8.2f %8.2f %.2f (%.2f–%.2f)   %.2f (%.2f–%.2f)\n", ph, v,
+				median(cpu[v][ph]), median(wall[v][ph]), c, clo, chi, w, wlo, whi)
 			if v != "evalsha" {
-				b.ReportMetric(mc/rc, ph+"-"+v+"-cpu-x")
+				b.ReportMetric(c, ph+"-"+v+"-cpu-x")
 			}
 		}
 	}
