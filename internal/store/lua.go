@@ -20,8 +20,10 @@ import (
 // into the text as literals: Redis runs a script's whole text on every call,
 // so a local per constant, or a helper the script does not use (a closure
 // made on every call), would be a cost on the hot path (take) for nothing.
-// radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by the
-// KEYS it is given, which is what makes the scripts work on Redis Cluster.
+// The fenced scripts run as FCALL of a Functions library made of them
+// (funcs.go), or as EVALSHA where the server has no Functions; radix sends
+// EVALSHA and falls back to EVAL on NOSCRIPT, and routes by the KEYS it is
+// given, which is what makes the scripts work on Redis Cluster.
 //
 // Every script follows one rule: it cannot fail after its first write,
 // because Redis does not roll a script back. So each script first reads and
