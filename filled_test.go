@@ -58,7 +58,7 @@ func TestTakeFromManyLanesCarriesFewKeys(t *testing.T) {
 					args = append(args, fmt.Sprint(a))
 				}
 				// take.lua's KEYS begin with the paused and the leases keys.
-				if len(args) < 5 || !strings.EqualFold(args[0], "evalsha") || args[3] != sh(q).Keys().Paused() || args[4] != sh(q).Keys().Leases() {
+				if len(args) < 5 || !strings.EqualFold(args[0], "evalsha") && !strings.EqualFold(args[0], "fcall") || args[3] != sh(q).Keys().Paused() || args[4] != sh(q).Keys().Leases() {
 					continue
 				}
 				takes++

@@ -220,6 +220,10 @@ func commandCalls(t testing.TB, c radix.Client) map[string]int {
 	return out
 }
 
+// scriptCalls is the script calls among calls (commandCalls): EVAL, EVALSHA,
+// FCALL.
+func scriptCalls(calls map[string]int) int { return calls["evalsha"] + calls["eval"] + calls["fcall"] }
+
 // sh is the queue's shard, for tests that look at its keys or make its calls.
 func sh(q *Queue) *store.Shard { return q.shards[0] }
 

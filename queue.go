@@ -102,7 +102,7 @@ func (q *Queue) withClock(now func() time.Time) *Queue {
 // existing queue whose stored layout or mode differs from cfg fails with
 // ErrConfigMismatch and changes nothing. A server whose maxmemory-policy is
 // allkeys-* is refused with ErrUnsafeEviction unless cfg.AllowEviction is set.
-// Two round trips (a Range queue: one more, and one per shard more when its
+// Three round trips (a Range queue: one more, and one per shard more when its
 // meta key is missing, to find segments stored by earlier versions). Cancelling
 // ctx abandons the call; the queue is then either created whole or not at all.
 func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error) {
@@ -120,6 +120,13 @@ func Open(ctx context.Context, c Client, name string, cfg Config) (*Queue, error
 	if err := q.shards[0].WriteMeta(ctx, true); err != nil {
 		return nil, err
 	}
+	// The scripts' Functions library (internal/store/funcs.go) on each
+	// shard's node, so the first calls find it. Best effort: a call on a
+	// node that lacks it loads it, or goes as EVALSHA.
+	q.eachShard(func(_ int, s *store.Shard) error {
+		s.LoadLibrary(ctx)
+		return nil
+	})
 	return q, nil
 }
 

@@ -20,8 +20,10 @@ import (
 // into the text as literals: Redis runs a script's whole text on every call,
 // so a local per constant, or a helper the script does not use (a closure
 // made on every call), would be a cost on the hot path (take) for nothing.
-// radix sends EVALSHA and falls back to EVAL on NOSCRIPT, and routes by the
-// KEYS it is given, which is what makes the scripts work on Redis Cluster.
+// The fenced scripts run as FCALL of a Functions library made of them
+// (funcs.go), or as EVALSHA where the server has no Functions; radix sends
+// EVALSHA and falls back to EVAL on NOSCRIPT, and routes by the KEYS it is
+// given, which is what makes the scripts work on Redis Cluster.
 //
 // Every script follows one rule: it cannot fail after its first write,
 // because Redis does not roll a script back. So each script first reads and
@@ -205,14 +207,19 @@ func luaCode(src string, fn func(text string, isCode bool)) {
 // deadline passes. fencePrelude takes the fence off KEYS again, so the
 // script's own text never sees it. A script has no Cmd of its own: it runs
 // through shard.eval, or not at all.
-type script struct{ es radix.EvalScript }
+type script struct {
+	es   radix.EvalScript
+	name string // its function's, in the library (funcs.go)
+}
 
 // fencePrelude runs first in a fenced script: the fence is the last key.
 const fencePrelude = "table.remove(KEYS) -- the fence (keys.go): declared, never touched\n"
 
-// newFenced is newScript for a fenced script.
-func newFenced(src string) script {
-	return script{radix.NewEvalScript(fencePrelude + scriptText(src))}
+// newFenced is newScript for a fenced script, named name in the library
+// (funcs.go); growing: its first write may grow memory (see funcs.go).
+func newFenced(name, src string, growing bool) script {
+	fencedDefs = append(fencedDefs, fencedDef{name: name, src: src, growing: growing})
+	return script{es: radix.NewEvalScript(fencePrelude + scriptText(src)), name: name}
 }
 
 // Only four scripts are not fenced: open.lua, extend.lua and pause.lua
@@ -232,43 +239,43 @@ var (
 
 	//go:embed lua/enqueue.lua
 	enqueueSrc    string
-	enqueueScript = newFenced(enqueueSrc)
+	enqueueScript = newFenced("enqueue", enqueueSrc, true)
 
 	//go:embed lua/grouped.lua
 	groupedSrc    string
-	groupedScript = newFenced(groupedSrc)
+	groupedScript = newFenced("grouped", groupedSrc, true)
 
 	//go:embed lua/promote.lua
 	promoteSrc    string
-	promoteScript = newFenced(promoteSrc)
+	promoteScript = newFenced("promote", promoteSrc, false)
 
 	//go:embed lua/cancel.lua
 	cancelSrc    string
-	cancelScript = newFenced(cancelSrc)
+	cancelScript = newFenced("cancel", cancelSrc, false)
 
 	//go:embed lua/depth.lua
 	depthSrc    string
-	depthScript = newFenced(depthSrc)
+	depthScript = newFenced("depth", depthSrc, false)
 
 	//go:embed lua/peek.lua
 	peekSrc    string
-	peekScript = newFenced(peekSrc)
+	peekScript = newFenced("peek", peekSrc, false)
 
 	//go:embed lua/purge.lua
 	purgeSrc    string
-	purgeScript = newFenced(purgeSrc)
+	purgeScript = newFenced("purge", purgeSrc, false)
 
 	//go:embed lua/take.lua
 	takeSrc    string
-	takeScript = newFenced(takeSrc)
+	takeScript = newFenced("take", takeSrc, false)
 
 	//go:embed lua/fail.lua
 	failSrc    string
-	failScript = newFenced(failSrc)
+	failScript = newFenced("fail", failSrc, false)
 
 	//go:embed lua/top.lua
 	topSrc    string
-	topScript = newFenced(topSrc)
+	topScript = newFenced("top", topSrc, false)
 
 	// probe.lua starts with its flags (a shebang line), so it gets no
 	// prelude: it needs none.
@@ -278,7 +285,7 @@ var (
 
 	//go:embed lua/release.lua
 	releaseSrc    string
-	releaseScript = newFenced(releaseSrc)
+	releaseScript = newFenced("release", releaseSrc, false)
 
 	//go:embed lua/extend.lua
 	extendSrc    string
@@ -286,23 +293,23 @@ var (
 
 	//go:embed lua/ack.lua
 	ackSrc    string
-	ackScript = newFenced(ackSrc)
+	ackScript = newFenced("ack", ackSrc, false)
 
 	//go:embed lua/unpark.lua
 	unparkSrc    string
-	unparkScript = newFenced(unparkSrc)
+	unparkScript = newFenced("unpark", unparkSrc, false)
 
 	//go:embed lua/groupinflight.lua
 	groupInflightSrc    string
-	groupInflightScript = newFenced(groupInflightSrc)
+	groupInflightScript = newFenced("groupinflight", groupInflightSrc, false)
 
 	//go:embed lua/grouplimit.lua
 	groupLimitSrc    string
-	groupLimitScript = newFenced(groupLimitSrc)
+	groupLimitScript = newFenced("grouplimit", groupLimitSrc, false)
 
 	//go:embed lua/sweep.lua
 	sweepSrc    string
-	sweepScript = newFenced(sweepSrc)
+	sweepScript = newFenced("sweep", sweepSrc, false)
 
 	//go:embed lua/pause.lua
 	pauseSrc    string
@@ -310,5 +317,5 @@ var (
 
 	//go:embed lua/dead.lua
 	deadSrc    string
-	deadScript = newFenced(deadSrc)
+	deadScript = newFenced("dead", deadSrc, false)
 )

@@ -130,7 +130,7 @@ func newShard(c Client, name string, cfg *Config, k KeySet) *Shard {
 // eval is the call of fenced script sc with keys and args: keys and the
 // shard's fence (see script), in the shard's slot.
 func (s *Shard) eval(sc script, rcv any, keys []string, args ...string) radix.Action {
-	return sc.es.Cmd(rcv, append(clip(keys), s.k.fence), args...)
+	return &fcall{sc: sc, rcv: rcv, keys: append(clip(keys), s.k.fence), args: args}
 }
 
 func (s *Shard) kind() string {
