@@ -1,0 +1,131 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// Review of issue 34's unique windows, debounce and start timeouts (and
+// issue 32's changes); each test here failed on the code reviewed.
+
+// Setup: DebounceFirst(k, 1 s) with MaxWait(100 ms): the first enqueue is
+// due at t+1 s and must start by t+1.1 s (its header). A second enqueue of
+// k at t+300 ms folds into it and moves its due time to t+1.3 s, but the
+// kept message's start-by header is still t+1.1 s. Wrong: the message can
+// never be taken in time; its first take dead-letters it ("expired: not
+// started by"), so a debounced burst with MaxWait runs nothing. docs/once.md
+// says MaxWait is d after the message is due. Fix: a fold moves the start-by
+// time with the due time (rewrite the header in once.lua's fold, or keep
+// the start-by relative to the due time), or refuse DebounceFirst with
+// StartBy/MaxWait.
+func TestReview34_DebounceFirstFoldKeepsMaxWaitReachable(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	first, err := q.Enqueue(ctx, []byte("first"), DebounceFirst("k", time.Second), MaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	res, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("second"),
+		Options: []Option{DebounceFirst("k", time.Second), MaxWait(100 * time.Millisecond)}}})
+	require.NoError(t, err)
+	require.True(t, res[0].Folded)
+	require.Equal(t, first, res[0].ID)
+
+	c := newConsumer(t, q, ConsumerConfig{})
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := c.Receive(rctx)
+	require.NoError(t, err, "the debounced message is taken as soon as it is due, within its MaxWait")
+	require.Equal(t, first, m.ID)
+	require.NoError(t, m.Ack(ctx))
+	dead, err := q.DeadLetters(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 0)
+}
+
+// Setup: Debounce(k, 100 ms): its message is promoted, taken, and its
+// handler retries it in 5 s; it waits in the delayed set again, under the
+// same id (fail.lua schedule), and k's debounce key (PX window + 1 s)
+// still names it. A new enqueue of k 100 ms later. Wrong: debounce_pending
+// finds the retrying message "pending" and deletes it (Debounce) or folds
+// into it (DebounceFirst: Folded, its id, the new payload dropped), though
+// it was already delivered; docs/once.md: "Once it is due (promoted: ready,
+// in flight, handled, dead), the next enqueue with the key starts a new
+// waiting message", the earlier one running beside it. A delivered
+// message's retry is lost (Debounce). Fix: the debounce key must name a
+// message that was never promoted: clear it (or compare a token kept in
+// the record) when the promoter moves the message, e.g. store the
+// debounce key's value as id plus the pending member (seq..id), which a
+// retry's new seq does not match.
+func TestReview34_DebounceLeavesARetryingMessageAlone(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	for _, first := range []bool{false, true} {
+		q := openQueue(t, cl, Config{Layout: Levels(2)})
+		opt := func() Option {
+			if first {
+				return DebounceFirst("k", 100*time.Millisecond)
+			}
+			return Debounce("k", 100*time.Millisecond)
+		}
+		a, err := q.Enqueue(ctx, []byte("a"), opt())
+		require.NoError(t, err)
+		c := newConsumer(t, q, ConsumerConfig{})
+		m, err := c.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, a, m.ID)
+		require.NoError(t, m.Retry(ctx, 5*time.Second, "try again later"))
+
+		res, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("b"), Options: []Option{opt()}}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		require.False(t, res[0].Folded, "first=%v: folded into a message already delivered", first)
+		require.NotEqual(t, a, res[0].ID)
+		page, err := q.Scheduled(ctx, 0, 10)
+		require.NoError(t, err)
+		var ids []string
+		for _, s := range page {
+			ids = append(ids, s.ID)
+		}
+		require.Contains(t, ids, a, "first=%v: the retry of the delivered message is kept", first)
+		require.Len(t, page, 2)
+	}
+}
+
+// Setup: a message enqueued with MaxWait is taken late and dead-lettered
+// ("expired: not started by ..."); docs/once.md says to "requeue it by hand
+// if it should run after all". Wrong: RequeueDead keeps its envelope, the
+// prioq-start-by header with it, so the next take finds it late again and
+// dead-letters it again: it can never run. Fix: RequeueDead (dead.lua's
+// requeue) drops the start-by header of a message it requeues (or of one
+// whose reason starts with ReasonTooLate), or the docs say to enqueue the
+// payload again instead.
+func TestReview34_RequeuedLateMessageRuns(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	old := q.withClock(func() time.Time { return time.Now().Add(-time.Hour) })
+	late, err := old.Enqueue(ctx, []byte("late"), MaxWait(time.Minute))
+	require.NoError(t, err)
+	c := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = c.Receive(rctx)
+	cancel()
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "the late one is not handed out: %v", err)
+	dead, err := q.DeadLetters(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, late, dead[0].ID)
+
+	require.NoError(t, q.RequeueDead(ctx, late))
+	rctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, err := c.Receive(rctx)
+	require.NoError(t, err, "requeued by hand, it runs after all")
+	require.Equal(t, late, m.ID)
+	require.NoError(t, m.Ack(ctx))
+}
