@@ -129,3 +129,38 @@ func TestReview34_RequeuedLateMessageRuns(t *testing.T) {
 	require.Equal(t, late, m.ID)
 	require.NoError(t, m.Ack(ctx))
 }
+
+// Setup: Debounce(k, 50 ms) on a queue whose consumers are down (or whose
+// promoter is late) for more than a second: the message is past due but
+// still in the delayed set. Another enqueue of k 1.2 s later. Wrong: k's
+// debounce key was written PX window + 1 s, so it has expired, and the new
+// enqueue stores a second message beside the first: two messages of k
+// wait, both run when consumers come back. docs/once.md: "While key's
+// message waits (it is in the delayed set), an enqueue with the same key
+// replaces it ... At most one message per key waits". Fix: keep the
+// debounce key until the message leaves the delayed set (the promoter, or
+// Cancel, deletes it when it names the message; or no PX and a check of
+// the delayed set, which debounce_pending already does), or say in the
+// docs that a message past due by more than a second is out of the
+// debounce.
+func TestReview34_DebounceReplacesAnUnpromotedMessage(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	for _, first := range []bool{false, true} {
+		q := openQueue(t, cl, Config{Layout: Levels(2)})
+		opt := func() Option {
+			if first {
+				return DebounceFirst("k", 50*time.Millisecond)
+			}
+			return Debounce("k", 50*time.Millisecond)
+		}
+		_, err := q.Enqueue(ctx, []byte("a"), opt())
+		require.NoError(t, err)
+		time.Sleep(1200 * time.Millisecond) // nobody promotes
+		_, err = q.Enqueue(ctx, []byte("b"), opt())
+		require.NoError(t, err)
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.Delayed, "first=%v: one message of the key waits in the delayed set", first)
+	}
+}
