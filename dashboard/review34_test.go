@@ -2,10 +2,13 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -43,4 +46,47 @@ func TestReview34_HugePageOffsetOnShardedQueue(t *testing.T) {
 			assert.True(t, resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusBadRequest, "%s %s: %d %s", p, param, resp.StatusCode, body)
 		}
 	}
+}
+
+// Setup: one process runs a consumer of queue x with a heartbeat (in the
+// worker registry, naming this process's holder id) and a consumer of
+// queue y without one; the latter holds a message of y. Wrong: the In
+// flight table of y (and its JSON, and prioq peek --state in-flight) says
+// "unregistered (id)", the words for a holder whose process died or closed
+// and whose lease will end, though a live consumer names that process:
+// HolderOf looks only at Queue.Workers, the consumers that serve y.
+// docs/operating.md: "unregistered (id) when no live consumer names that
+// process". Fix: resolve holders against every worker of the registry
+// (the unfiltered list), in the dashboard and in cmd/prioq's holderName.
+func TestReview34_HolderOfAProcessRegisteredForAnotherQueue(t *testing.T) {
+	rctx := context.Background()
+	x := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	y := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	cx, err := x.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cx.Close(rctx)
+	cy, err := y.NewConsumer(prioq.ConsumerConfig{NoPromoter: true, NoHeartbeat: true, Lease: time.Minute})
+	require.NoError(t, err)
+	defer cy.Close(rctx)
+	_, err = y.Enqueue(rctx, []byte("x"), prioq.ID("held"))
+	require.NoError(t, err)
+	m, err := cy.Receive(rctx)
+	require.NoError(t, err)
+	defer m.Ack(rctx)
+	require.Eventually(t, func() bool { ws, err := x.Workers(rctx); return err == nil && len(ws) == 1 }, 10*time.Second, 20*time.Millisecond)
+
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/queue/" + url.PathEscape(y.Name()))
+	require.NoError(t, err)
+	var v struct {
+		Leased []struct{ ID, Holder string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+	resp.Body.Close()
+	require.Len(t, v.Leased, 1)
+	host, _ := os.Hostname()
+	assert.Equal(t, fmt.Sprintf("%s %d", host, os.Getpid()), v.Leased[0].Holder, "the holder's process is alive and registered")
 }
