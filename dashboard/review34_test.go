@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -89,4 +90,40 @@ func TestReview34_HolderOfAProcessRegisteredForAnotherQueue(t *testing.T) {
 	require.Len(t, v.Leased, 1)
 	host, _ := os.Hostname()
 	assert.Equal(t, fmt.Sprintf("%s %d", host, os.Getpid()), v.Leased[0].Holder, "the holder's process is alive and registered")
+}
+
+// Setup: a queue's page opened while 5 messages are delayed (one page: no
+// "later →" link), then 40 more delayed. Wrong: the live poll rewrites the
+// heading ("1–20 of 45") and the rows but not the pager, rendered once by
+// the template: the page says there are 45 and offers no way to the 25
+// others until a reload (and, the other way, keeps a "later →" that leads
+// to an empty page when the table shrank). docs/operating.md: the tables
+// page, "so live updates and a shared link keep it". Fix: app.js redraws
+// each pager from the JSON's pages (Prev, Next) on every poll.
+func TestReview34_PagerFollowsTheLiveUpdates(t *testing.T) {
+	ctx := browser(t)
+	rctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	for range 5 {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.Delay(time.Hour))
+		require.NoError(t, err)
+	}
+	h, err := New(Config{Client: client})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var count string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#delayedmsgs`), chromedp.Text(`#delayed-count`, &count)))
+	require.Equal(t, "5 of 5, soonest due first", count)
+	for range 40 {
+		_, err := q.Enqueue(rctx, []byte("x"), prioq.Delay(2*time.Hour))
+		require.NoError(t, err)
+	}
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelector('#delayed-count').textContent === '1–20 of 45, soonest due first'`, nil,
+			chromedp.WithPollingTimeout(10*time.Second))))
+	var next int
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll('a.next').length`, &next)))
+	assert.Equal(t, 1, next, "the heading says 45 and a link leads to the next 20")
 }
