@@ -12,10 +12,10 @@ import (
 // Review of issue 34's unique windows, debounce and start timeouts (and
 // issue 32's changes); each test here failed on the code reviewed.
 
-// Setup: DebounceFirst(k, 1 s) with MaxWait(100 ms): the first enqueue is
-// due at t+1 s and must start by t+1.1 s (its header). A second enqueue of
-// k at t+300 ms folds into it and moves its due time to t+1.3 s, but the
-// kept message's start-by header is still t+1.1 s. Wrong: the message can
+// Setup: DebounceFirst(k, 1 s) with MaxWait(500 ms): the first enqueue is
+// due at t+1 s and must start by t+1.5 s (its header). A second enqueue of
+// k at t+700 ms folds into it and moves its due time to t+1.7 s, but the
+// kept message's start-by header is still t+1.5 s. Wrong: the message can
 // never be taken in time; its first take dead-letters it ("expired: not
 // started by"), so a debounced burst with MaxWait runs nothing. docs/once.md
 // says MaxWait is d after the message is due. Fix: a fold moves the start-by
@@ -26,11 +26,11 @@ func TestReview34_DebounceFirstFoldKeepsMaxWaitReachable(t *testing.T) {
 	cl := newClient(t)
 	ctx := ctxT(t, 20*time.Second)
 	q := openQueue(t, cl, Config{Layout: Levels(2)})
-	first, err := q.Enqueue(ctx, []byte("first"), DebounceFirst("k", time.Second), MaxWait(100*time.Millisecond))
+	first, err := q.Enqueue(ctx, []byte("first"), DebounceFirst("k", time.Second), MaxWait(500*time.Millisecond))
 	require.NoError(t, err)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond)
 	res, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("second"),
-		Options: []Option{DebounceFirst("k", time.Second), MaxWait(100 * time.Millisecond)}}})
+		Options: []Option{DebounceFirst("k", time.Second), MaxWait(500 * time.Millisecond)}}})
 	require.NoError(t, err)
 	require.True(t, res[0].Folded)
 	require.Equal(t, first, res[0].ID)
