@@ -79,6 +79,7 @@ func TestReview34_DebounceLeavesARetryingMessageAlone(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, a, m.ID)
 		require.NoError(t, m.Retry(ctx, 5*time.Second, "try again later"))
+		require.NoError(t, c.Close(ctx)) // no promoter from here: what waits stays in the delayed set
 
 		res, err := q.EnqueueBatch(ctx, []EnqueueItem{{Payload: []byte("b"), Options: []Option{opt()}}})
 		require.NoError(t, err)
