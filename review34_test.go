@@ -165,3 +165,23 @@ func TestReview34_DebounceReplacesAnUnpromotedMessage(t *testing.T) {
 		require.Equal(t, int64(1), st.Delayed, "first=%v: one message of the key waits in the delayed set", first)
 	}
 }
+
+// Setup: StartBy(time.Time{}), the zero time (an unset deadline field
+// passed through, a common mistake). StartBy's doc: "a t before the
+// message's due time (or now) is refused (ErrInvalidOption)". Wrong: the
+// zero time is taken for "no StartBy" (setStartBy tests IsZero), so the
+// message is stored with no start-by time at all, and a second StartBy
+// after it is not seen as "more than one". Fix: record that StartBy was
+// given (a flag, as onces counts), and refuse a zero or past t.
+func TestReview34_StartByZeroTimeRefused(t *testing.T) {
+	cl := newClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, cl, Config{Layout: Levels(2)})
+	_, err := q.Enqueue(ctx, []byte("x"), StartBy(time.Time{}))
+	require.ErrorIs(t, err, ErrInvalidOption, "the zero time is before now")
+	_, err = q.Enqueue(ctx, []byte("x"), StartBy(time.Time{}), StartBy(time.Now().Add(time.Hour)))
+	require.ErrorIs(t, err, ErrInvalidOption, "two StartBy")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), st.Enqueued, "nothing written")
+}
