@@ -185,3 +185,19 @@ func TestReview34_StartByZeroTimeRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.Enqueued, "nothing written")
 }
+
+// Setup: an EnqueueItem with Debounce(k, 1 h), asked ReadyAt(now) by an
+// enqueue middleware (prioqotel's queue-time header). Wrong: ReadyAt reads
+// Delay and At only; Debounce's delay is set later, in prepare, so it
+// answers now, though the message is due an hour later: prioqotel then
+// counts the debounce window as time spent waiting in the queue (its
+// ReadyAtHeader is not set, the queue time starts at the enqueue). Fix:
+// ReadyAt applies the debounce window as prepare does (o.once.Debounce:
+// now + Window).
+func TestReview34_ReadyAtKnowsTheDebounce(t *testing.T) {
+	now := time.Now()
+	for _, o := range []Option{Debounce("k", time.Hour), DebounceFirst("k", time.Hour)} {
+		it := EnqueueItem{Payload: []byte("x"), Options: []Option{o}}
+		require.Equal(t, now.Add(time.Hour), it.ReadyAt(now))
+	}
+}
