@@ -34,6 +34,7 @@ func TestReview34_GroupsFailureKeepsTheScrape(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, client.Do(ctx, radix.Cmd(nil, "SET", "prioq:{"+bad.Name()+"}:glimits", "damaged")))
+	t.Cleanup(func() { _ = client.Do(context.Background(), radix.Cmd(nil, "DEL", "prioq:{"+bad.Name()+"}:glimits")) })
 	st, err := bad.Stats(ctx)
 	require.NoError(t, err, "its Stats answers")
 	require.Equal(t, int64(1), st.Ready)
@@ -66,6 +67,9 @@ func TestReview34_DamagedGroupNameDoesNotPanic(t *testing.T) {
 	_, err := q.Enqueue(ctx, []byte("x"), prioq.Group("g"))
 	require.NoError(t, err)
 	require.NoError(t, client.Do(ctx, radix.Cmd(nil, "HINCRBY", "prioq:{"+q.Name()+"}:gready", "\xff\xfe", "7")))
+	t.Cleanup(func() {
+		_ = client.Do(context.Background(), radix.Cmd(nil, "HDEL", "prioq:{"+q.Name()+"}:gready", "\xff\xfe"))
+	})
 	c := NewCollector(Config{Queues: []*prioq.Queue{q}, Groups: 5})
 	ch := make(chan prometheus.Metric, 1000)
 	var panicked any
