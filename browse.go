@@ -111,7 +111,10 @@ func browse[T any](ctx context.Context, q *Queue, what string, start, n int,
 		slices.SortStableFunc(all, func(a, b at) int {
 			return cmp.Or(cmp.Compare(idx[a.shard].Scores[a.i], idx[b.shard].Scores[b.i]), cmp.Compare(a.shard, b.shard), cmp.Compare(a.i, b.i))
 		})
-		all = all[min(start, len(all)):min(start+n, len(all))]
+		if start >= len(all) {
+			return nil, nil
+		}
+		all = all[start : start+min(n, len(all)-start)] // no start+n: it may overflow
 		if len(all) == 0 {
 			return nil, nil
 		}

@@ -108,20 +108,24 @@ func (o *sendOptions) checkOnce(shards int) error {
 // enqueued with this header set by hand behaves as with StartBy.
 const StartByHeader = "prioq-start-by"
 
-// StartBy makes a message that is not taken by t never run: the take that
-// finds it later (by the Redis server's clock: the take's time) moves it to
-// the dead letters, with a reason that starts with "expired: not started
-// by" (AtLeastOnce: Stats.DeadLettered counts it), or, AtMostOnce, drops it
-// and reports it to OnError (wrapping ErrTooLate; this host's clock then).
+// StartBy makes a message whose first delivery is not taken by t never
+// run: the take that finds it later (by the Redis server's clock: the
+// take's time) moves it to the dead letters, with a reason that starts with
+// "expired: not started by" (AtLeastOnce: Stats.DeadLettered counts it), or,
+// AtMostOnce, drops it and reports it to OnError (wrapping ErrTooLate; this
+// host's clock then). It bounds the start only: a message delivered once
+// (a retry, a redelivery, a dead letter requeued by hand) is never late.
 // Until a take meets it, it waits and counts as ready (or delayed). t is the
-// caller's wall clock, as At's; a t before the message's due time (or now)
-// is refused (ErrInvalidOption). Carried in the StartByHeader header.
+// caller's wall clock, as At's; a t not after the message's due time and
+// now is refused (ErrInvalidOption), as is StartBy with DebounceFirst (a
+// fold moves the due time, not the start-by time). Carried in the
+// StartByHeader header.
 func StartBy(t time.Time) Option {
 	return func(o *sendOptions) {
-		if !o.startBy.IsZero() || o.maxWait != 0 {
+		if o.hasStartBy {
 			o.err = fmt.Errorf("%w: more than one StartBy or MaxWait", ErrInvalidOption)
 		}
-		o.startBy = t
+		o.startBy, o.hasStartBy = t, true
 	}
 }
 
@@ -130,21 +134,26 @@ func StartBy(t time.Time) Option {
 // positive.
 func MaxWait(d time.Duration) Option {
 	return func(o *sendOptions) {
-		if !o.startBy.IsZero() || o.maxWait != 0 {
+		if o.hasStartBy {
 			o.err = fmt.Errorf("%w: more than one StartBy or MaxWait", ErrInvalidOption)
 		}
 		if d <= 0 {
 			o.err = fmt.Errorf("%w: MaxWait(%v): must be positive", ErrInvalidOption, d)
 		}
-		o.maxWait = d
+		o.maxWait, o.hasStartBy = d, true
 	}
 }
 
 // setStartBy puts the StartBy time into the headers, once the due time is
 // known; now is this host's clock.
 func (o *sendOptions) setStartBy(now time.Time) error {
-	if o.startBy.IsZero() && o.maxWait == 0 {
+	if !o.hasStartBy {
 		return nil
+	}
+	if o.once.Debounce && o.once.First {
+		// A fold moves the kept message's due time, not the start-by time
+		// its header carries: the burst would be late by its own length.
+		return fmt.Errorf("%w: DebounceFirst with StartBy or MaxWait", ErrInvalidOption)
 	}
 	due := now.Add(o.delay)
 	if !o.at.IsZero() {
@@ -154,8 +163,8 @@ func (o *sendOptions) setStartBy(now time.Time) error {
 	if o.maxWait > 0 {
 		by = due.Add(o.maxWait)
 	}
-	if !by.After(due) {
-		return fmt.Errorf("%w: StartBy %v is not after the message is due (%v)", ErrInvalidOption, by, due)
+	if !by.After(due) || !by.After(now) {
+		return fmt.Errorf("%w: StartBy %v is not after the message is due (%v) and now (%v)", ErrInvalidOption, by, due, now)
 	}
 	h := make(map[string]string, len(o.headers)+1)
 	for k, v := range o.headers {

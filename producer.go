@@ -29,6 +29,7 @@ type sendOptions struct {
 	uniqueByID  bool       // UniqueFor: the key is the id
 	startBy     time.Time  // StartBy
 	maxWait     time.Duration
+	hasStartBy  bool // StartBy or MaxWait given
 	err         error
 }
 
@@ -150,6 +151,8 @@ func (it EnqueueItem) ReadyAt(now time.Time) time.Time {
 		return o.at
 	case o.delay > 0:
 		return now.Add(o.delay)
+	case o.once.Debounce:
+		return now.Add(o.once.Window) // the debounce sets the due time
 	}
 	return now
 }
@@ -158,7 +161,8 @@ func (it EnqueueItem) ReadyAt(now time.Time) time.Time {
 // same index.
 type EnqueueResult struct {
 	// ID is the message's id: the one given with the ID option, or the one
-	// generated.
+	// generated ("" for a generated id whose message was refused: it names
+	// nothing).
 	ID string
 
 	// Err is nil when the message was stored, or ErrDuplicate when a waiting,

@@ -18,6 +18,11 @@ var pagedTables = []struct{ param, noun string }{
 	{"dead_from", "dead"},
 }
 
+// maxPageFrom is the deepest first row a table pages to: a page of a queue
+// of several shards reads that many entries of each shard's index, every
+// poll (prioq show and prioq peek --from reach further).
+const maxPageFrom = 100_000
+
 // errBadPage is a page parameter that is not a row number: answered 400.
 var errBadPage = errors.New("dashboard: bad page")
 
@@ -32,8 +37,8 @@ func pageOffsets(q url.Values) (offsets, error) {
 			continue
 		}
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%w: %s=%q is not a row number (0 or more)", errBadPage, t.param, s)
+		if err != nil || n < 0 || n > maxPageFrom {
+			return nil, fmt.Errorf("%w: %s=%q is not a row number (0 to %d)", errBadPage, t.param, s, maxPageFrom)
 		}
 		off[t.param] = n
 	}
@@ -44,12 +49,12 @@ func pageOffsets(q url.Values) (offsets, error) {
 // the links to the pages before and after ("" when there is none), which
 // keep the other tables' pages.
 type pageNav struct {
-	Text, Prev, Next string
+	Param, Text, Prev, Next string
 }
 
 func navOf(q url.Values, off offsets, param string, rows int, total int64, size int) pageNav {
 	from := off[param]
-	nav := pageNav{Text: fmt.Sprintf("%d of %d", rows, total)}
+	nav := pageNav{Param: param, Text: fmt.Sprintf("%d of %d", rows, total)}
 	if from > 0 || int64(rows) < total {
 		nav.Text = fmt.Sprintf("%d–%d of %d", min(from+1, from+rows), from+rows, total)
 		if rows == 0 {
@@ -59,7 +64,9 @@ func navOf(q url.Values, off offsets, param string, rows int, total int64, size 
 	link := func(at int) string {
 		v := url.Values{}
 		for k, vs := range q {
-			v[k] = vs
+			if k != "history" { // the poll's own, not the page's
+				v[k] = vs
+			}
 		}
 		if at == 0 {
 			v.Del(param)

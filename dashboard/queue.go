@@ -49,6 +49,10 @@ type queueView struct {
 	// WorkersErr says why they are not known.
 	Workers    []prioq.Worker
 	WorkersErr string
+	// registry is every live worker, whatever it serves: a message's
+	// holder is a process, whose registered consumers may serve other
+	// queues only (HolderOf).
+	registry []prioq.Worker
 	// Pages say which rows of the delayed, in-flight and dead tables
 	// this reading holds (paging.go), by parameter.
 	Pages map[string]pageNav
@@ -64,7 +68,7 @@ func (v queueView) HolderOf(holder string) string {
 	if holder == "" {
 		return "-"
 	}
-	for _, w := range v.Workers {
+	for _, w := range v.registry {
 		if w.Holder == holder {
 			return fmt.Sprintf("%s %d", w.Host, w.PID)
 		}
@@ -105,8 +109,13 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue, query url.Values) (v
 			return v, err
 		}
 	}
-	if v.Workers, err = q.Workers(ctx); err != nil {
+	if v.registry, err = prioq.Workers(ctx, h.cfg.Client); err != nil {
 		v.WorkersErr, err = err.Error(), nil // a registry the user may not read: the rest stands
+	}
+	for _, w := range v.registry {
+		if w.Serves(q.Name()) {
+			v.Workers = append(v.Workers, w)
+		}
 	}
 	v.OutsideLanes = v.Stats.Ready
 	for i := len(v.Stats.Lanes) - 1; i >= 0; i-- {

@@ -220,7 +220,7 @@ func (in *Instrumentation) Enqueue(queue string) prioq.EnqueueMiddleware {
 			res, err := next(ctx, out)
 			stored := 0
 			for _, r := range res {
-				if r.Err == nil {
+				if r.Err == nil && !r.Folded { // a folded debounce stored nothing
 					stored++
 				}
 			}

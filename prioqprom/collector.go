@@ -50,6 +50,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -142,7 +143,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		err     error
 		workers int // -1: not known
 		groups  []prioq.GroupStats
-		gerr    error
 	}
 	res := make([]result, len(c.cfg.Queues))
 	var wg sync.WaitGroup
@@ -156,7 +156,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				res[i].workers = len(ws)
 			}
 			if c.cfg.Groups > 0 && err == nil && q.Mode() == prioq.AtLeastOnce {
-				res[i].groups, res[i].gerr = q.Groups(ctx, c.cfg.Groups)
+				res[i].groups, _ = q.Groups(ctx, c.cfg.Groups) // on error none: see Collect's use
 			}
 		}()
 	}
@@ -188,10 +188,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if res[i].workers >= 0 {
 			gauge(c.consumers, float64(res[i].workers), name)
 		}
-		if res[i].gerr != nil {
-			ch <- prometheus.NewInvalidMetric(c.gReady, res[i].gerr)
-		}
+		// A queue whose groups cannot be read (a key of the wrong type, a
+		// timeout) has no group series this scrape; the rest of the scrape
+		// stands. A group name that is not UTF-8 cannot be a label value:
+		// that group is left out.
 		for _, g := range res[i].groups {
+			if !utf8.ValidString(g.Group) {
+				continue
+			}
 			gauge(c.gReady, float64(g.Ready), name, g.Group)
 			gauge(c.gFlight, float64(g.InFlight), name, g.Group)
 			parked := 0.0

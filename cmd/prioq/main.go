@@ -141,7 +141,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	return cmd.onQueue(ctx, q, rest[1:], stdin, stdout)
+	return cmd.onQueue(context.WithValue(ctx, clientKey{}, client), q, rest[1:], stdin, stdout)
+}
+
+// clientKey carries the command's client in its ctx, for a queue's command
+// that reads beyond its queue (the worker registry).
+type clientKey struct{}
+
+func clientOf(ctx context.Context) redisClient {
+	c, _ := ctx.Value(clientKey{}).(redisClient)
+	return c
 }
 
 // wantsHelp reports whether args ask for help: -h, -help or --help before

@@ -328,7 +328,7 @@ func peekState(ctx context.Context, q *prioq.Queue, state string, from, n int, p
 		shown = len(msgs)
 		// The holder by host and process id when a live consumer of the
 		// registry names it; a registry that cannot be read leaves the ids.
-		ws, werr := q.Workers(ctx)
+		ws, werr := prioq.Workers(ctx, clientOf(ctx)) // every process: a holder's consumers may serve other queues
 		fmt.Fprintln(tw, "id\tpriority\tattempts\ttaken\tlease ends\tholder\tpayload")
 		for _, m := range msgs {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Priority, m.Attempts, m.TakenAt.UTC().Format(time.RFC3339),

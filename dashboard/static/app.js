@@ -204,6 +204,15 @@
         'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
       fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
+      // The pagers, redrawn: the table may have grown or shrunk.
+      for (const nav of Object.values(s.pages)) {
+        const p = $('pager-' + nav.Param);
+        if (!p) continue;
+        const links = [];
+        if (nav.Prev) links.push(link('← earlier', nav.Prev, 'prev'), ' ');
+        if (nav.Next) links.push(link('later →', nav.Next, 'next'));
+        p.replaceChildren(...links);
+      }
       set('delayed-count', s.pages.delayed_from.Text + ', soonest due first');
       fill('#delayedmsgs tbody', s.delayed_messages.map((m) => {
         const tr = row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);

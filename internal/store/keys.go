@@ -94,9 +94,9 @@ import (
 //	prioq:{Q}:uniq:K    STRING  the server's ms when unique key K's window opened (an
 //	                            enqueue with UniqueFor/UniqueKey), PX the window: no
 //	                            other enqueue with K is stored until it ends
-//	prioq:{Q}:deb:K     STRING  the id of debounce key K's pending (delayed) message,
-//	                            PX its window and a second: enqueues with K fold into
-//	                            it while it waits (lua/inc/once.lua)
+//	prioq:{Q}:deb:K     STRING  the delayed-set member (seq‖id) of debounce key K's pending
+//	                            message, PX its window and an hour: enqueues with K fold
+//	                            into it while that member waits (lua/inc/once.lua)
 //	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired: totals
 //	                            since the queue began, for rates (stats.go)
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and

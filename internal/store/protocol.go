@@ -190,6 +190,8 @@ func luaConstantList() []luaConstant {
 	num("ENV_IDLEN", envOffIDLen+1)
 	num("ENV_ID", envHeaderLen+1)
 	num("FLAG_CALLER_ID", flagCallerID)
+	num("FLAG_HEADERS", flagHeaders)
+	str("START_BY", StartByHeader)
 	num("SEQ_LEN", seqLen)
 	num("ENV_V1", envVersion)
 	num("ENV_V2", envVersionHdr)

@@ -40,7 +40,9 @@ func (s *Shard) send(ctx context.Context, ps []Item) ([]Result, error) {
 	if s.canSendPlain(ps) {
 		return s.sendPlain(ctx, ps[0])
 	}
-	if len(ps) == 1 && ps[0].Grouped {
+	if len(ps) == 1 && ps[0].Grouped && ps[0].Once.Key == "" {
+		// Merged with other callers' enqueues: not one with a unique or
+		// debounce key, whose key of the wrong type would fail theirs.
 		return s.sendGrouped(ctx, ps[0])
 	}
 	return s.sendScript(ctx, ps)
@@ -55,8 +57,8 @@ func (s *Shard) sendGrouped(ctx context.Context, p Item) ([]Result, error) {
 	return s.sendMerged(ctx, s.grouped, p, func(ctx context.Context, ps []Item) []plainResult {
 		out := make([]plainResult, len(ps))
 		send := s.sendGroupedScript
-		if slices.ContainsFunc(ps, func(p Item) bool { return p.Caller || p.Due != "" || p.Once.Key != "" }) {
-			send = s.sendScript // ids, delays, unique windows: enqueue.lua
+		if slices.ContainsFunc(ps, func(p Item) bool { return p.Caller || p.Due != "" }) {
+			send = s.sendScript // ids and delays: enqueue.lua
 		}
 		res, err := send(ctx, ps)
 		for i := range out {
@@ -141,6 +143,9 @@ func (s *Shard) sendScript(ctx context.Context, ps []Item) ([]Result, error) {
 		switch c := codes[i]; {
 		case c == "0" && p.Once.Key != "" && !p.Once.Debounce:
 			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: unique key %q: %w", p.ID, s.name, p.Once.Key, ErrDuplicate)
+			if !p.Caller {
+				out[i].ID = "" // generated for a message that was not stored
+			}
 		case c == "0":
 			out[i].Err = fmt.Errorf("prioq: enqueue %q to %q: %w", p.ID, s.name, ErrDuplicate)
 		case strings.HasPrefix(c, "="):

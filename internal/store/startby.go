@@ -50,7 +50,10 @@ func (s *Shard) lateOnes(ctx context.Context, ds []*Delivery) (kept []*Delivery,
 	kept = ds[:0:0]
 	for _, d := range ds {
 		by, ok := startBy(d)
-		if !ok {
+		// The start only: a delivery after the first (a retry, a
+		// redelivery, a requeued dead letter: Attempts counts this one) is
+		// never late. AtMostOnce deliveries are first ones (Attempts 0).
+		if !ok || d.Attempts > 1 {
 			kept = append(kept, d)
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mediocregopher/radix/v4"
 )
 
 // The start-by time's edge, exactly: a message taken at its start-by
@@ -39,5 +41,43 @@ func TestLateOnesAtTheEdge(t *testing.T) {
 	dead, err := s.DeadLetters(ctx, 0, 10)
 	if err != nil || len(dead) != 1 || dead[0].ID != "m1" || !strings.HasPrefix(dead[0].Reason, ReasonTooLate) {
 		t.Fatalf("dead letters: %+v, %v", dead, err)
+	}
+}
+
+// without_header (lua/inc/headers.lua) takes the start-by header out of
+// every envelope form as Encode would have written the message without it.
+func TestWithoutHeaderMatchesEncode(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	es := radix.NewEvalScript(scriptText("-- include: headers\nreturn without_header(ARGV[1], ARGV[2])"))
+	long := strings.Repeat("v", 300) // a two-byte uvarint
+	for i, tc := range []struct{ in, want Envelope }{
+		{Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{StartByHeader: "1"}},
+			Envelope{ID: "a", Payload: []byte("p")}},
+		{Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{StartByHeader: "1", "z": long, "a": "x"}},
+			Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{"z": long, "a": "x"}}},
+		{Envelope{ID: "a", Group: "g", CallerID: true, Payload: []byte("p"), Headers: map[string]string{StartByHeader: "1"}},
+			Envelope{ID: "a", Group: "g", CallerID: true, Payload: []byte("p")}},
+		{Envelope{ID: "a", Group: "g", Payload: []byte("p"), Headers: map[string]string{StartByHeader: "1", "k": "v"}},
+			Envelope{ID: "a", Group: "g", Payload: []byte("p"), Headers: map[string]string{"k": "v"}}},
+		{Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{"k": "v"}},
+			Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{"k": "v"}}},
+		{Envelope{ID: "a", Group: "g", Payload: []byte("p")}, Envelope{ID: "a", Group: "g", Payload: []byte("p")}},
+		{Envelope{ID: "a", Payload: []byte("p")}, Envelope{ID: "a", Payload: []byte("p")}},
+	} {
+		var got []byte
+		if err := sharedClient.Do(ctx, es.Cmd(&got, nil, string(tc.in.Encode()), StartByHeader)); err != nil {
+			t.Fatal(err)
+		}
+		if want := tc.want.Encode(); string(got) != string(want) {
+			t.Errorf("case %d: got %x, want %x", i, got, want)
+		}
+	}
+	// Damaged headers: unchanged.
+	be := Envelope{ID: "a", Payload: []byte("p"), Headers: map[string]string{StartByHeader: "1"}}
+	bad := be.Encode()
+	bad = bad[:len(bad)-3]
+	var got []byte
+	if err := sharedClient.Do(ctx, es.Cmd(&got, nil, string(bad), StartByHeader)); err != nil || string(got) != string(bad) {
+		t.Fatalf("damaged: %x, %v", got, err)
 	}
 }

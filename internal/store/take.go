@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// leaseSuffix is random per take call: take.lua puts the take's server time
-// and each message's place in the take in front of it. With it tokens are
-// never reused, even across a step back of the server's clock, so an ack from
-// an old delivery cannot match a new one.
+// leaseSuffix is 20 random hex digits: RandomID's, and the random part of a
+// take's token suffix before holders were named (takeSuffix now: take.lua
+// puts the take's server time and each message's place in the take in front
+// of it). With it tokens are never reused, even across a step back of the
+// server's clock, so an ack from an old delivery cannot match a new one.
 func leaseSuffix() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])

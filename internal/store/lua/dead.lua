@@ -1,6 +1,6 @@
 -- dead.lua: requeue or purge dead-letter records.
 --
--- include: checks, envelope, grouppush, lanes, order, records, util, wake
+-- include: checks, envelope, grouppush, headers, lanes, order, records, util, wake
 --
 -- (keys.go describes every key.)
 -- KEYS[1]   prioq:{Q}:dead  LIST
@@ -15,7 +15,8 @@
 -- Returns: how many records were handled (for one id: 1, 0 when no record
 -- has it, -1 when only records that do not say their lane have it, -2 when
 -- only records whose lane key holds the wrong type have it). A requeued
--- message keeps its id, starts again at 0 attempts and goes to the tail of
+-- message keeps its id, starts again at 0 attempts (and without a start-by
+-- header: inc/headers.lua) and goes to the tail of
 -- its lane. A purged one releases its caller id. A record that does not parse,
 -- or does not say which lane it came from, cannot be requeued and stays;
 -- purging it (by id, or every record) deletes it. A record whose lane key
@@ -86,7 +87,9 @@ local function handle(rec)
     if caller then redis.call('SREM', KEYS[2], id) end
     return
   end
-  env = with_attempts(env, 0, 0)
+  -- A requeued message starts again: no attempts, no start-by time (a
+  -- late one requeued by hand runs).
+  env = without_header(with_attempts(env, 0, 0), START_BY)
   local key = KEYS[5 + lane]
   if kind == KIND_RANGE then
     redis.call('ZADD', key, score, seqbytes(redis.call('INCR', KEYS[3])) .. env)

@@ -98,7 +98,7 @@ for i = 0, n - 1 do
       local p2, p1 = routing_end(rec)
       earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, pend, string.sub(rec, 1, p1 - 1),
         string.sub(rec, p1 + 1, p2 - 1), string.sub(rec, p2 + SEQ_LEN + 1), nil, sharded)
-      redis.call('SET', o[2], pend, 'PX', o[3] + 1000)
+      redis.call('SET', o[2], delayed_member(seq, pend), 'PX', o[3] + DEBOUNCE_KEEP)
       folded = pend
     elseif pend then
       -- The last one wins: the pending message goes, this one is stored.
@@ -119,7 +119,7 @@ for i = 0, n - 1 do
     out[#out + 1] = 1
     stored = stored + 1
     if o[1] == 'u' then unique_mark(o[2], o[3], now) end
-    if o[1] == 'b' then redis.call('SET', o[2], id, 'PX', o[3] + 1000) end
+    if o[1] == 'b' then redis.call('SET', o[2], delayed_member(seq, id), 'PX', o[3] + DEBOUNCE_KEEP) end
     if due then
       earliest = schedule(KEYS[3], KEYS[4], KEYS[5], due, seq, id, lane, score, env, earliest, sharded)
     else

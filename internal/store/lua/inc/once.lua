@@ -6,7 +6,7 @@
 -- key, prioq:{Q}:uniq:<key>, a STRING holding the server's ms when the
 -- window opened; the enqueue is refused while now - that < ms) or
 -- 'b <k> <ms> <l|f>' (debounce: KEYS[k], prioq:{Q}:deb:<key>, a STRING
--- holding the id of the key's pending delayed message; l keeps the last
+-- holding the delayed-set member of the key's pending message; l keeps the last
 -- enqueue's message, f the first's).
 
 -- once_parse reads a field: its kind ('u', 'b' or nil), key, window (ms)
@@ -33,16 +33,24 @@ local function unique_mark(key, ms, now)
   redis.call('SET', key, now, 'PX', ms)
 end
 
--- debounce_pending returns the id of key's pending message and its member in
--- the delayed set when it still waits there (delayed), else nil.
+-- debounce_pending returns the id of key's pending message, its member in
+-- the delayed set and its record when it still waits there, else nil. The
+-- key holds the member (its sequence number and id), not the id alone: a
+-- message that was promoted and is delayed again under the same id (a
+-- retry) has another member, and is not pending any more.
 local function debounce_pending(key, delayed, dstore)
-  local id = redis.call('GET', key)
-  if not id then return nil end
+  local member = redis.call('GET', key)
+  if not member or #member <= SEQ_LEN or not redis.call('ZSCORE', delayed, member) then return nil end
+  local id = string.sub(member, SEQ_LEN + 1)
   local rec = redis.call('HGET', dstore, id)
-  if not rec then return nil end
-  local p2 = routing_end(rec)
-  if not p2 or #rec < p2 + SEQ_LEN then return nil end
-  local member = string.sub(rec, p2 + 1, p2 + SEQ_LEN) .. id
-  if not redis.call('ZSCORE', delayed, member) then return nil end
+  local p2 = rec and routing_end(rec)
+  if not p2 or #rec < p2 + SEQ_LEN or string.sub(rec, p2 + 1, p2 + SEQ_LEN) ~= string.sub(member, 1, SEQ_LEN) then
+    return nil
+  end
   return id, member, rec
 end
+
+-- DEBOUNCE_KEEP is how long a debounce key outlives its window: it must
+-- name its message as long as that waits in the delayed set, which is past
+-- its due time only while no promoter runs.
+local DEBOUNCE_KEEP = 3600000
