@@ -24,6 +24,7 @@ type sendOptions struct {
 	orderingKey string
 	group       string
 	headers     map[string]string
+	sched       *scheduleOptions // Schedule's own (schedules.go): Enqueue refuses them
 	err         error
 }
 
@@ -177,6 +178,9 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	}
 	if o.err != nil {
 		return prepared{}, o.err
+	}
+	if o.sched != nil {
+		return prepared{}, fmt.Errorf("%w: Missed and TickID are options of Schedule, not of Enqueue", ErrInvalidOption)
 	}
 	if len(payload) == 0 {
 		return prepared{}, ErrEmptyPayload
