@@ -261,3 +261,46 @@ func TestScheduleShardedQueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, list, "unscheduled")
 }
+
+// Schedule, Unschedule and a fire with any key of the queue of the wrong
+// type either succeed or fail changing nothing (as scripts_test.go's
+// operations).
+func TestScheduleScriptsWithAWrongTypedKeyChangeNothing(t *testing.T) {
+	ops := []struct {
+		name string
+		run  func(ctx context.Context, q *Queue) error
+	}{
+		{"schedule new", func(ctx context.Context, q *Queue) error {
+			_, err := q.Schedule(ctx, "new", "@hourly", []byte("n"))
+			return err
+		}},
+		{"schedule replace", func(ctx context.Context, q *Queue) error {
+			_, err := q.Schedule(ctx, "due", "@hourly", []byte("n"))
+			return err
+		}},
+		{"unschedule", func(ctx context.Context, q *Queue) error { return q.Unschedule(ctx, "due") }},
+		{"fire", func(ctx context.Context, q *Queue) error { return sh(q).FireDue(ctx) }},
+	}
+	probe := newFixture(t, threeLanes[0].layout)
+	for _, op := range ops {
+		for ki := range sh(probe.q).Keys().All() {
+			f := newFixture(t, threeLanes[0].layout)
+			ctx := ctxT(t, 10*time.Second)
+			_, err := f.q.Schedule(ctx, "due", "@every 1ms", []byte("d"), Missed(MissedAll))
+			require.NoError(t, err)
+			time.Sleep(5 * time.Millisecond)
+			key := sh(f.q).Keys().All()[ki]
+			corrupt(t, f.q, key)
+			before := snapshot(t, f.q)
+			if err := op.run(ctx, f.q); err == nil {
+				continue
+			}
+			after := snapshot(t, f.q)
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("%s with %s of the wrong type failed but changed %s", op.name, key, k)
+				}
+			}
+		}
+	}
+}
