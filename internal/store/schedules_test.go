@@ -72,7 +72,7 @@ func TestTickIDRoutesToShardZero(t *testing.T) {
 }
 
 // testShard is a shard of a fresh queue on the tests' Redis.
-func testShard(t *testing.T) *Shard {
+func testShard(t testing.TB) *Shard {
 	return NewShards(newClient(t), "sched-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000000"),
 		&Config{Layout: Levels(1), MaxAttempts: 10, PromoteBatch: 256, CallTimeout: 10 * time.Second, WaitTimeout: time.Second,
 			Shards: 1, Logger: slog.Default(), Mode: AtLeastOnce})[0]
