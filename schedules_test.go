@@ -304,3 +304,38 @@ func TestScheduleScriptsWithAWrongTypedKeyChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+// A MultiConsumer fires the schedules of its queues (Schedule announces an
+// earlier due time, its promotions chain on the next fire time), and an
+// AtMostOnce queue with a Range layout gets its ticks too.
+func TestScheduleMultiConsumerAndAtMostOnce(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t)
+	qs := openMany(t, c, queueName(t), 3, Config{Layout: Levels(2)})
+	mc := newMulti(t, c, MultiConfig{Queues: names(qs)})
+	time.Sleep(200 * time.Millisecond) // subscribed
+	_, err := qs[1].Schedule(ctx, "m", "@every 100ms", []byte("multi"), Missed(MissedAll))
+	require.NoError(t, err)
+	var ticks []int64
+	for len(ticks) < 5 {
+		m, err := mc.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, qs[1].Name(), m.Queue())
+		ticks = append(ticks, tickOf(t, m.ID))
+		require.NoError(t, m.Ack(ctx))
+	}
+	for i := 1; i < len(ticks); i++ {
+		assert.Equal(t, int64(100), ticks[i]-ticks[i-1], "%v", ticks)
+	}
+
+	amo := openQueue(t, c, Config{Layout: Range(-50, 50, 4), Mode: AtMostOnce})
+	_, err = amo.Schedule(ctx, "a", "@every 100ms", []byte("amo"), Priority(-20))
+	require.NoError(t, err)
+	cons := newConsumer(t, amo, ConsumerConfig{})
+	for range 3 {
+		m, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(-20), m.Priority)
+		assert.True(t, strings.HasPrefix(m.ID, "sched:a:"), m.ID)
+	}
+}
