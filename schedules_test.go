@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -219,12 +220,18 @@ func TestScheduleCorruptRecordIsTakenOff(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	q := openQueue(t, newClient(t), Config{Layout: Levels(1)})
 	c := sh(q).Client()
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).Keys().Schedules(), "s", "1||{not json")))
-	require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().SDue(), "1", "s")))
-	_, _, _, err := sh(q).Promote(ctx)
-	assert.ErrorIs(t, err, ErrCorrupt)
-	_, _, _, err = sh(q).Promote(ctx)
-	assert.NoError(t, err, "reported once: it is off")
+	good, err := json.Marshal(map[string]any{"spec": "@hourly", "payload": []byte("p"), "id": "sched:{name}:{tick}"})
+	require.NoError(t, err)
+	// Not JSON; a rev the script would not read (it would lose every
+	// compare, and the promoter spin); the same for the last fire time.
+	for _, rec := range []string{"1||{not json", "+1||" + string(good), "1|x|" + string(good)} {
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "HSET", sh(q).Keys().Schedules(), "s", rec)))
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", sh(q).Keys().SDue(), "1", "s")))
+		_, _, _, err := sh(q).Promote(ctx)
+		assert.ErrorIs(t, err, ErrCorrupt, rec)
+		_, _, _, err = sh(q).Promote(ctx)
+		assert.NoError(t, err, "reported once: it is off")
+	}
 	list, err := q.Schedules(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)

@@ -221,8 +221,10 @@ func parseSchedule(name, v string) ScheduleInfo {
 	info := ScheduleInfo{Name: name, Last: -1, Next: -1}
 	revS, rest, ok1 := strings.Cut(v, "|")
 	lastS, body, ok2 := strings.Cut(rest, "|")
+	// As strict as schedfire.lua's reading ("^(%d+)|%d*|"): a record Go
+	// read and the script did not would lose its compare forever.
 	rev, err := strconv.ParseInt(revS, 10, 64)
-	if !ok1 || !ok2 || err != nil {
+	if !ok1 || !ok2 || err != nil || !allDigits(revS) || !allDigits(lastS) && lastS != "" {
 		info.Err = fmt.Errorf("%w: schedule %q: record %.40q", ErrCorrupt, name, v)
 		return info
 	}
@@ -384,4 +386,13 @@ func dueTicks(spec *cron.Spec, expected, now int64, missed string) ([]int64, int
 	default: // MissedOnce
 		return ticks[len(ticks)-1:], next
 	}
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
