@@ -301,13 +301,14 @@ func (s *Shard) fireOne(ctx context.Context, name, expected, v string, missing b
 		}
 		args = s.tickArgs(name, info.Record, ticks, nowMs)
 	}
+	// As a promotion, a fire does not wait for replicas (WaitReplicas): it
+	// is the background's write, and a WAIT per tick that a primary
+	// without replicas never confirms would fail every promotion after a
+	// failover.
 	var res []int64
-	err = s.write(ctx, s.eval(schedFireScript, &res,
+	err = s.do(ctx, s.eval(schedFireScript, &res,
 		[]string{s.k.schedules, s.k.sdue, s.k.ids, s.k.seq, s.k.delayed, s.k.dstore, s.k.sched, s.k.counts},
 		append([]string{name, expected, rev, newNext, s.yesIfSharded(), strconv.Itoa(len(args) / 5)}, args...)...))
-	if err != nil && !errors.Is(err, ErrNotReplicated) {
-		return fmt.Errorf("prioq: fire schedule %q of %q: %w", name, s.name, err)
-	}
 	if err != nil {
 		return fmt.Errorf("prioq: fire schedule %q of %q: %w", name, s.name, err)
 	}
