@@ -346,3 +346,17 @@ func TestScheduleMultiConsumerAndAtMostOnce(t *testing.T) {
 		assert.True(t, strings.HasPrefix(m.ID, "sched:a:"), m.ID)
 	}
 }
+
+// A fire does not wait for replicas (as a promotion does not): on a primary
+// that has none, as after a failover, WaitReplicas fails Schedule's own
+// write (stored, not confirmed) but never the promotions that fire it.
+func TestScheduleFireDoesNotWaitForReplicas(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, newClient(t), Config{Layout: Levels(1), WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	_, err := q.Schedule(ctx, "s", "@every 10ms", []byte("p"))
+	require.ErrorIs(t, err, ErrNotReplicated, "stored, not confirmed")
+	time.Sleep(30 * time.Millisecond)
+	moved, _, _, err := sh(q).Promote(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, moved, "the tick fired and was promoted")
+}
