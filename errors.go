@@ -82,6 +82,9 @@ var (
 	// prioq: it has no Lua scripting (EVAL and EVALSHA unknown or disabled,
 	// as on a Valkey built without Lua, or a Garnet not told to run scripts).
 	ErrUnsupportedServer = store.ErrUnsupportedServer
+	// ErrInvalidSchedule is returned by Schedule for a spec that does not
+	// parse, or has no tick within 30 years; it wraps ErrInvalidOption.
+	ErrInvalidSchedule = store.ErrInvalidSchedule
 	// ErrScript is returned when a prioq Lua script answers with something it
 	// should never answer (a bug, or keys changed behind prioq's back).
 	ErrScript = store.ErrScript

@@ -29,7 +29,8 @@ type sendOptions struct {
 	uniqueByID  bool       // UniqueFor: the key is the id
 	startBy     time.Time  // StartBy
 	maxWait     time.Duration
-	hasStartBy  bool // StartBy or MaxWait given
+	hasStartBy  bool             // StartBy or MaxWait given
+	sched       *scheduleOptions // Schedule's own (schedules.go): Enqueue refuses them
 	err         error
 }
 
@@ -192,6 +193,9 @@ func (q *Queue) prepare(now time.Time, payload []byte, opts []Option) (prepared,
 	}
 	if o.err != nil {
 		return prepared{}, o.err
+	}
+	if o.sched != nil {
+		return prepared{}, fmt.Errorf("%w: Missed and TickID are options of Schedule, not of Enqueue", ErrInvalidOption)
 	}
 	if len(payload) == 0 {
 		return prepared{}, ErrEmptyPayload

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync/atomic"
 	"time"
 
@@ -50,11 +49,7 @@ func (q *Queue) layout() store.Layout { return q.sc.Layout }
 const spreadRun = 64
 
 // hashShard is the shard of an id or ordering key: FNV-1a, modulo the shards.
-func (q *Queue) hashShard(key string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(len(q.shards)))
-}
+func (q *Queue) hashShard(key string) int { return store.HashShard(key, len(q.shards)) }
 
 // shardOf is the shard where a message with this id lives, or would: a
 // generated id says it, a caller's id is hashed (OrderingKey aside: see

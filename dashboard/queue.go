@@ -53,6 +53,10 @@ type queueView struct {
 	// holder is a process, whose registered consumers may serve other
 	// queues only (HolderOf).
 	registry []prioq.Worker
+	// Schedules are the queue's schedules; SchedulesErr says why they are
+	// not known (a key of the wrong type): the rest of the page stands.
+	Schedules    []prioq.ScheduleInfo
+	SchedulesErr string
 	// Pages say which rows of the delayed, in-flight and dead tables
 	// this reading holds (paging.go), by parameter.
 	Pages map[string]pageNav
@@ -108,6 +112,9 @@ func (h *handler) read(ctx context.Context, q *prioq.Queue, query url.Values) (v
 		if v.Groups, err = q.Groups(ctx, topGroups); err != nil {
 			return v, err
 		}
+	}
+	if v.Schedules, err = q.Schedules(ctx); err != nil {
+		v.SchedulesErr, err = err.Error(), nil
 	}
 	if v.registry, err = prioq.Workers(ctx, h.cfg.Client); err != nil {
 		v.WorkersErr, err = err.Error(), nil // a registry the user may not read: the rest stands
@@ -274,6 +281,7 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 			"delivered": wk.Delivered, "started": wk.Started.UnixMilli(), "last_seen": wk.LastSeen.UnixMilli()})
 	}
 	m["workers"], m["workers_error"], m["idle"] = workers, v.WorkersErr, v.Idle()
+	m["schedules"], m["schedules_error"] = schedulesJSON(v.Schedules), v.SchedulesErr
 	m["peek"], m["dead_letters"], m["top_groups"] = peek, dead, groups
 	if r.URL.Query().Get("history") == "1" {
 		stored, _ := q.History(ctx, v.At.Add(-historySpan)) // none when it cannot be read
@@ -281,4 +289,19 @@ func (h *handler) queueJSON(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(m)
+}
+
+// schedulesJSON is the Schedules table's rows: times in unix ms, 0 for none.
+func schedulesJSON(list []prioq.ScheduleInfo) []map[string]any {
+	out := []map[string]any{}
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	for _, s := range list {
+		out = append(out, map[string]any{"name": s.Name, "spec": s.Spec, "next": ms(s.Next), "last": ms(s.LastFired)})
+	}
+	return out
 }

@@ -202,3 +202,35 @@ func TestChartsStartFromTheHistoryInRedis(t *testing.T) {
 	require.Len(t, stored, 3)
 	assert.Equal(t, int64(1), stored[2].Ready)
 }
+
+// The Schedules table is live: a schedule set after the page was loaded
+// shows up with its spec, and its last fire time once a consumer fired it.
+func TestQueuePageSchedulesLive(t *testing.T) {
+	ctx := browser(t)
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(2)})
+	h, err := New(Config{Client: client, Authorize: allowAll})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var rows string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/q/"+url.PathEscape(q.Name())),
+		chromedp.WaitVisible(`#schedules`), chromedp.Text(`#schedules tbody`, &rows)))
+	assert.Equal(t, "no schedule", rows)
+
+	_, err = q.Schedule(context.Background(), "nightly", "0 3 * * *", []byte("x"))
+	require.NoError(t, err)
+	_, err = q.Schedule(context.Background(), "often", "@every 200ms", []byte("x"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{})
+	require.NoError(t, err)
+	defer cons.Close(context.Background())
+	var first, second string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelectorAll('#schedules tbody tr:not(.empty)').length === 2 && !document.querySelector('#schedules tbody tr:nth-child(2)').textContent.includes('never')`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`#schedules tbody tr:nth-child(1)`, &first), chromedp.Text(`#schedules tbody tr:nth-child(2)`, &second)))
+	assert.Contains(t, first, "0 3 * * *")
+	assert.Contains(t, first, "never")
+	assert.Contains(t, second, "@every 200ms")
+	assert.Contains(t, second, "ago")
+}

@@ -130,6 +130,13 @@ func runHelper(role string) int {
 				emit("A", m.ID)
 			}
 		})
+	case "consume-ticks": // schedules_test.go: S id, receipt time (unix ms), attempts
+		return consumeLoops(ctx, q, seed, func(m *prioq.Message, _ *rand.Rand) {
+			emit("S", fmt.Sprintf("%s %d %d", m.ID, time.Now().UnixMilli(), m.Attempts))
+			if err := m.Ack(ctx); err == nil {
+				emit("A", m.ID)
+			}
+		})
 	case "consume":
 		return consumeLoops(ctx, q, seed, func(m *prioq.Message, r *rand.Rand) {
 			emit("S", m.ID)

@@ -67,6 +67,22 @@ var commands = map[string]*command{
 	"rate": {args: "<queue> <N/D | none>", onQueue: rate,
 		about:   "the queue's rate limit: at most N taken in any window D",
 		details: `D is at least 10ms; none removes the limit.`},
+	"schedules": {args: "<queue> [--payload]", about: "the queue's schedules, with their next and last fire times",
+		onQueue: schedulesList, details: `  --payload     show payloads (hidden by default: they may hold personal data)`},
+	"schedule": {args: "add <queue> <name> <spec> <payload> [--priority P] [--group G] [--header k=v]... [--missed M] | rm <queue> <name>",
+		about: "add or replace a schedule (a message enqueued at each tick), or remove one", onQueue: schedule,
+		details: `The consumers of the queue enqueue each tick once (docs/schedules.md).
+
+  add           spec: 5 cron fields (minute hour day month weekday), 6 with
+                seconds first, "@every D", @hourly, @daily, @weekly, @monthly,
+                @yearly; "CRON_TZ=Europe/Paris " in front for a time zone.
+                Quote it: prioq schedule add q nightly "0 3 * * *" report
+  --priority P  its messages' priority (default 0: the lowest lane)
+  --group G     their group
+  --header k=v  a header, repeatable
+  --missed M    ticks missed while no consumer ran: once (default: one
+                message, the latest), skip (none) or all (each, the latest 100)
+  rm <name>     remove it (its messages enqueued stay)`},
 	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
@@ -114,7 +130,7 @@ with work means nobody works on it.
 
 // order is the order commands are listed in.
 var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
-	"limit", "rate", "consumers", "web", "version", "help"}
+	"limit", "rate", "schedules", "schedule", "consumers", "web", "version", "help"}
 
 func usage() string {
 	var b strings.Builder

@@ -131,6 +131,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	case "web":
 		return web(ctx, client, rest, stdout)
 	}
+	// "schedule add|rm <queue> ..." reads as "schedule <queue> add|rm ...".
+	if name == "schedule" && len(rest) > 1 && (rest[0] == "add" || rest[0] == "rm") {
+		rest = append([]string{rest[1], rest[0]}, rest[2:]...)
+	}
 	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 		return bad("%s needs a queue name (prioq %s --help)", name, name)
 	}

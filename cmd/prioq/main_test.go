@@ -535,3 +535,36 @@ func TestRateLimits(t *testing.T) {
 	assert.Contains(t, out, "rate limit")
 	assert.Contains(t, out, "none")
 }
+
+func TestSchedules(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{Layout: prioq.Levels(3)})
+	out, errOut, code := prioqCmd(t, "", "schedules", q.Name())
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "no schedule")
+	out, errOut, code = prioqCmd(t, "", "schedule", "add", q.Name(), "nightly", "CRON_TZ=Europe/Paris 0 3 * * *", "report", "--priority", "2", "--missed", "skip")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "schedule nightly set, next fire 20")
+	list, err := q.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, int64(2), list[0].Priority)
+	assert.Equal(t, prioq.MissedSkip, list[0].Missed)
+	out, errOut, code = prioqCmd(t, "", "schedules", q.Name(), "--payload")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "nightly  CRON_TZ=Europe/Paris 0 3 * * *")
+	assert.Contains(t, out, "report")
+	for _, bad := range [][]string{{"schedule", "add", q.Name(), "n", "* * *", "p"}, {"schedule", "add", q.Name(), "n", "@hourly", "p", "--missed", "x"},
+		{"schedule", "add", q.Name(), "n", "@hourly", "p", "--priority", "7"}, {"schedule", "add", q.Name(), "n", "@hourly"}, {"schedule", q.Name(), "x"}} {
+		_, errOut, code = prioqCmd(t, "", bad...)
+		assert.Equal(t, 2, code, "%v: %s", bad, errOut)
+	}
+	out, errOut, code = prioqCmd(t, "", "schedule", "rm", q.Name(), "nightly")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "schedule nightly removed")
+	_, _, code = prioqCmd(t, "", "schedule", "rm", q.Name(), "nightly")
+	assert.Equal(t, 1, code, "not found")
+	out, _, code = prioqCmd(t, "", "schedule", "--help")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "CRON_TZ")
+}

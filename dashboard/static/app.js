@@ -221,6 +221,11 @@
         if (canCancel) tr.lastChild.append(link('Cancel…', path + '/cancel' + q, 'button danger cancel', { id: m.id }));
         return tr;
       }), 'nothing delayed', 6);
+      set('schedules-count', s.schedules.length);
+      if ($('schedules-error')) $('schedules-error').hidden = !s.schedules_error;
+      set('schedules-error-text', s.schedules_error);
+      fill('#schedules tbody', s.schedules.map((c) => row([c.name, c.spec, c.next ? dur(Math.max(0, c.next - s.at)) : 'off',
+        c.last ? dur(Math.max(0, s.at - c.last)) + ' ago' : 'never'])), 'no schedule', 4);
       if (!reliable) return;
       set('leased-count', s.pages.inflight_from.Text + ', soonest lease end first');
       fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.holder, m.payload])), 'nothing in flight', 7);

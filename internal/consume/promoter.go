@@ -46,8 +46,12 @@ func (o PromoterOptions) withDefaults() PromoterOptions {
 //
 // Every call has a deadline, so a call that hangs (a half-open connection, a
 // pool replaced by a Sentinel failover) fails at its deadline and the loop
-// goes on. Idle cost: one BLPOP and one ZRANGE per Wait and, in AtMostOnce
-// (which has no sweeper), a KeepMeta every few of those.
+// goes on. Idle cost: one BLPOP and the reads of the next due time (a
+// ZRANGE each of the delayed set, the groups' due times in AtLeastOnce and
+// the schedules' next fire times) per Wait and, in AtMostOnce (which has no
+// sweeper), a KeepMeta every few of those. Schedules (store/schedules.go)
+// are fired inside Promote: their next fire time is a due time like a
+// delayed message's.
 type Promoter struct {
 	S         *store.Shard
 	Opts      PromoterOptions

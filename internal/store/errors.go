@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The sentinels of every error prioq returns, declared here so that every
 // layer (store, the consumer side, the root) returns the same values; the
@@ -28,6 +31,9 @@ var (
 	// ErrInvalidOption is returned for an option that makes no sense (a negative
 	// delay, a batch size below 1, ...).
 	ErrInvalidOption = errors.New("prioq: invalid option")
+	// ErrInvalidSchedule is returned for a schedule spec that does not
+	// parse, or has no tick within 30 years; it wraps ErrInvalidOption.
+	ErrInvalidSchedule = fmt.Errorf("%w: schedule spec", ErrInvalidOption)
 	// ErrInvalidHeader is returned for headers beyond MaxHeaders,
 	// MaxHeaderKey or MaxHeaderBytes, or with an empty key.
 	ErrInvalidHeader = errors.New("prioq: invalid header")

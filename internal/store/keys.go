@@ -97,6 +97,14 @@ import (
 //	prioq:{Q}:deb:K     STRING  the delayed-set member (seq‖id) of debounce key K's pending
 //	                            message, PX its window and an hour: enqueues with K fold
 //	                            into it while that member waits (lua/inc/once.lua)
+//	prioq:{Q}:schedules HASH    schedule name -> "rev|last|" JSON record (schedules.go):
+//	                            rev counts its upserts, last is its last tick fired
+//	                            (unix ms, "" none); the record holds its spec and what
+//	                            each tick enqueues. A queue of several shards keeps its
+//	                            schedules in shard 0's keys only
+//	prioq:{Q}:sdue      ZSET    schedule name -> its next fire time (unix ms, server
+//	                            clock): promote.lua reads the head beside the delayed
+//	                            set's, and schedfire.lua moves it, compare-and-set
 //	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired: totals
 //	                            since the queue began, for rates (stats.go)
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
@@ -137,6 +145,7 @@ import (
 // KeySet holds a queue's key names: each field is the key of its name above.
 type KeySet struct {
 	meta, ids, seq, delayed, dstore, sched, counts string
+	schedules, sdue                                string
 	filled                                         string
 	gready, gpark, glimits, gdue, gflight          string
 	rate, rlog                                     string
@@ -246,8 +255,11 @@ func keysAt(p, meta string, lanes int) KeySet {
 		inflight: p + "inflight",
 		dead:     p + deadName,
 		counts:   p + "counts",
-		fence:    p + "fence",
-		filled:   p + filledName,
+		// Schedules (schedules.go).
+		schedules: p + schedulesName,
+		sdue:      p + scheduleDueName,
+		fence:     p + "fence",
+		filled:    p + filledName,
 		// Groups (groups.go).
 		gready:  p + groupReadyName,
 		gpark:   p + groupParkName,
@@ -309,7 +321,8 @@ func clip(s []string) []string { return s[:len(s):len(s)] }
 func (k KeySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
-		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog, k.hist}, k.lanes...)
+		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog, k.hist,
+		k.schedules, k.sdue}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -90,5 +90,11 @@ func (k *KeySet) PrioList(p int64) string { return k.prioList(p) }
 // SlotKey is a key of the shard's own hash slot.
 func (k *KeySet) SlotKey() string { return k.slotKey() }
 
+// Schedules is the hash of the queue's schedules (shard 0's).
+func (k *KeySet) Schedules() string { return k.schedules }
+
+// SDue is the sorted set of the schedules' next fire times.
+func (k *KeySet) SDue() string { return k.sdue }
+
 // All lists every key of the queue's shard.
 func (k *KeySet) All() []string { return k.all() }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -57,33 +58,50 @@ func (s *Shard) PromoteDue(ctx context.Context) (next time.Duration, nowMs int64
 // Promote moves due delayed messages into their lanes, up to PromoteBatch, in
 // one Lua call, by the Redis server's clock. It returns how many it moved,
 // how long until the next due time (-1: nothing delayed) and the server's now
-// (unix ms).
+// (unix ms). When a schedule's next fire time has passed (the call reads
+// it), it fires the due schedules (schedules.go) and promotes again: their
+// ticks are delayed messages due at their tick times. A queue without
+// schedules pays one read of a missing key inside the script.
 func (s *Shard) Promote(ctx context.Context) (int, time.Duration, int64, error) {
-	return s.PromoteAt(ctx, "")
+	moved, next, now, sdue, err := s.promoteAt(ctx, "")
+	if err != nil || sdue < 0 || sdue > now {
+		return moved, next, now, err
+	}
+	ferr := s.fireDue(ctx, now)
+	more, next, now, _, err := s.promoteAt(ctx, "")
+	return moved + more, next, now, errors.Join(ferr, err)
 }
 
 // PromoteAt promotes what is due at nowMs ("" = the server's now); tests
-// drive it with virtual time.
+// drive it with virtual time. It fires no schedule.
 func (s *Shard) PromoteAt(ctx context.Context, nowMs string) (int, time.Duration, int64, error) {
+	moved, next, now, _, err := s.promoteAt(ctx, nowMs)
+	return moved, next, now, err
+}
+
+// promoteAt is PromoteAt, with the first schedule's next fire time (ms, -1:
+// none).
+func (s *Shard) promoteAt(ctx context.Context, nowMs string) (int, time.Duration, int64, int64, error) {
 	var res []int64
 	err := s.do(ctx, s.eval(promoteScript, &res, s.k.promoteKeys, nowMs,
 		strconv.Itoa(s.cfg.PromoteBatch), s.armFlag(), s.kind()))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", s.name, err)
+		return 0, 0, 0, -1, fmt.Errorf("prioq: promote %q: %w", s.name, err)
 	}
-	if len(res) != 3 {
-		return 0, 0, 0, fmt.Errorf("prioq: promote %q: %w", s.name, ErrScript)
+	if len(res) != 4 {
+		return 0, 0, 0, -1, fmt.Errorf("prioq: promote %q: %w", s.name, ErrScript)
 	}
 	next := time.Duration(-1)
 	if res[1] >= 0 {
 		next = time.Duration(res[1]) * time.Millisecond
 	}
-	return int(res[0]), next, res[2], nil
+	return int(res[0]), next, res[2], res[3], nil
 }
 
 // NextDue reads the next time a promotion has work (unix ms, server clock;
-// -1: none): the due time at the head of the delayed set, or the time the
-// first group parked at its rate limit comes back (gdue), the earlier.
+// -1: none): the due time at the head of the delayed set, the time the
+// first group parked at its rate limit comes back (gdue), or the first
+// schedule's next fire time (sdue), the earliest.
 func (s *Shard) NextDue(ctx context.Context) (int64, error) {
 	var head, gdue []string
 	if err := s.do(ctx, radix.Cmd(&head, "ZRANGE", s.k.delayed, "0", "0", "WITHSCORES")); err != nil {
@@ -94,6 +112,12 @@ func (s *Shard) NextDue(ctx context.Context) (int64, error) {
 	if s.cfg.Mode == AtLeastOnce && s.do(ctx, radix.Cmd(&gdue, "ZRANGE", s.k.gdue, "0", "0", "WITHSCORES")) == nil &&
 		len(gdue) == 2 && (len(head) < 2 || scoreLess(gdue[1], head[1])) {
 		head = gdue
+	}
+	// The first schedule's next fire time, as gdue (a wrong type: none).
+	var sdue []string
+	if s.do(ctx, radix.Cmd(&sdue, "ZRANGE", s.k.sdue, "0", "0", "WITHSCORES")) == nil &&
+		len(sdue) == 2 && (len(head) < 2 || scoreLess(sdue[1], head[1])) {
+		head = sdue
 	}
 	if len(head) < 2 {
 		return -1, nil

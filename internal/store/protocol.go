@@ -79,6 +79,11 @@ const (
 	queueRateName = "rate"
 	queueLogName  = "rlog"
 
+	// Schedules (schedules.go, keys.go): the records and the next fire
+	// times; promote.lua builds the second's name from a lane key.
+	schedulesName   = "schedules"
+	scheduleDueName = "sdue"
+
 	// groupMark is the first byte of a group's marker in a list (the marker
 	// is it and the group): an envelope starts with its version, never 0.
 	groupMark = 0
@@ -218,6 +223,7 @@ func luaConstantList() []luaConstant {
 	str("G_FLIGHT", groupFlightName)
 	str("Q_RATE", queueRateName)
 	str("Q_LOG", queueLogName)
+	str("S_DUE", scheduleDueName)
 	str("G_MARK", string([]byte{groupMark}))
 	num("ENV_V3", envVersionGrp)
 	str("PRIO_LIST", prioListTag)

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // What tests of the layers above need of the store's internals, and nothing
 // else uses.
@@ -53,3 +56,13 @@ func (c *coalescer[T, R]) state() (busy bool, queued int) {
 // AbandonGrace is how long a call still waits for a reply after its ctx
 // ended (see abandonGrace).
 const AbandonGrace = abandonGrace
+
+// FireDue fires the schedules due now (server clock) alone, without the
+// promotion around it (Promote): for tests of schedfire.lua.
+func (s *Shard) FireDue(ctx context.Context) error {
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return err
+	}
+	return s.fireDue(ctx, now)
+}

@@ -16,9 +16,10 @@
 -- ARGV[4]   the kind (KIND_LEVELS, KIND_RANGE, KIND_LISTS, KIND_FILLED or
 --           KIND_LISTS_FILLED)
 -- Returns: {moved, ms until the next due time (0 when due now) or -1 when
--- nothing is delayed and no group waits for its rate (gdue, below), the
--- server's now (ms)}: the promoter's timer runs on these, not on the host's
--- wall clock.
+-- nothing is delayed, no group waits for its rate (gdue, below) and no
+-- schedule is set (sdue), the server's now (ms), the first schedule's next
+-- fire time (ms, -1: none)}: the promoter's timer runs on these, not on the
+-- host's wall clock.
 -- Messages move in (due time, sequence) order: those due in the same
 -- millisecond in the order they were scheduled.
 -- Atomic: two promoters running at once each move a disjoint set (the second
@@ -97,5 +98,14 @@ if kind ~= KIND_RANGE then
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if head[2] and (not nextDue or tonumber(head[2]) < nextDue) then nextDue = tonumber(head[2]) end
-if nextDue then return {moved, math.max(0, nextDue - now), now} end
-return {moved, -1, now}
+-- The first schedule's next fire time (schedules.go): a due time too, which
+-- Go fires (schedfire.lua) when it has passed. One read of a key that, on a
+-- queue without schedules, does not exist; one of the wrong type holds none.
+local sdue = -1
+local shead = redis.pcall('ZRANGE', queue_key(KEYS[6], S_DUE), 0, 0, 'WITHSCORES')
+if type(shead) == 'table' and shead[2] then
+  sdue = tonumber(shead[2])
+  if not nextDue or sdue < nextDue then nextDue = sdue end
+end
+if nextDue then return {moved, math.max(0, nextDue - now), now, sdue} end
+return {moved, -1, now, sdue}
