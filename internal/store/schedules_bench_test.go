@@ -21,8 +21,8 @@ func BenchmarkPromoteWithoutSchedules(b *testing.B) {
 	if !strings.Contains(promoteSrc, read) {
 		b.Fatal("promote.lua no longer reads sdue as this benchmark expects")
 	}
-	ref := newFenced(strings.Replace(promoteSrc, read, "local shead = {}", 1))
-	s := testShard(b)
+	ref := newFenced("promote_ref", strings.Replace(promoteSrc, read, "local shead = {}", 1), false)
+	s := schedShard(b)
 	ctx := context.Background()
 	defer s.c.Do(ctx, radix.Cmd(nil, "DEL", s.k.all()...))
 	call := func(sc script) time.Duration {

@@ -71,8 +71,8 @@ func TestTickIDRoutesToShardZero(t *testing.T) {
 	assert.Equal(t, "job-5-x", TickID("job-{tick}-{name}", "x", 5, 1))
 }
 
-// testShard is a shard of a fresh queue on the tests' Redis.
-func testShard(t testing.TB) *Shard {
+// schedShard is a shard of a fresh queue on the tests' Redis.
+func schedShard(t testing.TB) *Shard {
 	return NewShards(newClient(t), "sched-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000000"),
 		&Config{Layout: Levels(1), MaxAttempts: 10, PromoteBatch: 256, CallTimeout: 10 * time.Second, WaitTimeout: time.Second,
 			Shards: 1, Logger: slog.Default(), Mode: AtLeastOnce})[0]
@@ -84,7 +84,7 @@ func testShard(t testing.TB) *Shard {
 // the new spec's.
 func TestScheduleUpsertOvertakesAFire(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
-	s := testShard(t)
+	s := schedShard(t)
 	t.Cleanup(func() { _ = s.c.Do(context.Background(), radix.Cmd(nil, "DEL", s.k.all()...)) })
 	_, err := s.PutSchedule(ctx, "job", ScheduleRecord{Spec: "@every 50ms", Payload: []byte("old"), IDFormat: DefaultTickID, Missed: MissedAll})
 	require.NoError(t, err)

@@ -30,10 +30,5 @@ if not second or #rec < second + SEQ_LEN then return 0 end
 local member = string.sub(rec, second + 1, second + SEQ_LEN) .. ARGV[1]
 if not redis.call('ZSCORE', delayed, member) then return 0 end
 redis.call('ZADD', delayed, 'XX', now_ms(), member)
-if sharded then
-  redis.call('ZADD', sched, 0, DUE)
-elseif redis.call('LLEN', sched) == 0 then
-  redis.call('RPUSH', sched, SCHED)
-end
-announce(wake, ANNOUNCE_DUE)
+tell_promoters(sched, wake, sharded)
 return 1

@@ -41,10 +41,5 @@ if old and cur and tonumber(cur) <= now_ms() then next = tonumber(cur) end
 rev = rev + 1
 redis.call('HSET', schedules, name, rev .. '|' .. last .. '|' .. rec)
 redis.call('ZADD', sdue, next, name)
-if sharded then
-  redis.call('ZADD', sched, 0, DUE)
-elseif redis.call('LLEN', sched) == 0 then
-  redis.call('RPUSH', sched, SCHED)
-end
-announce(wake, ANNOUNCE_DUE)
+tell_promoters(sched, wake, sharded)
 return {rev, next}

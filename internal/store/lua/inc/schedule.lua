@@ -18,13 +18,8 @@ local function schedule(delayed, dstore, sched, due, seq, id, lane, score, env, 
   redis.call('HSET', dstore, id, lane .. '|' .. score .. '|' .. seqbytes(seq) .. env)
   if due < earliest then
     earliest = due
-    if sharded then
-      redis.call('ZADD', sched, 0, DUE)
-    elseif redis.call('LLEN', sched) == 0 then
-      redis.call('RPUSH', sched, SCHED)
-    end
     -- The wake-up key is the sched key's sibling (keys.go): same prefix.
-    announce(string.sub(sched, 1, #sched - #'sched') .. 'wake', ANNOUNCE_DUE)
+    tell_promoters(sched, string.sub(sched, 1, #sched - #'sched') .. 'wake', sharded)
   end
   return earliest
 end

@@ -9,6 +9,19 @@ local function announce(wake, what)
   redis.pcall('SPUBLISH', wake, what)
 end
 
+-- tell_promoters says an earlier due time was scheduled: the sched marker
+-- (a list of length <= 1; for a shard of a queue of several, sharded, a
+-- sorted set whose one member is DUE, which consumers watch beside the
+-- wake-up set) and the announcement on the shard channel of wake.
+local function tell_promoters(sched, wake, sharded)
+  if sharded then
+    redis.call('ZADD', sched, 0, DUE)
+  elseif redis.call('LLEN', sched) == 0 then
+    redis.call('RPUSH', sched, SCHED)
+  end
+  announce(wake, ANNOUNCE_DUE)
+end
+
 -- arm_wake sets the wake-up set's WAKE member, its score the opposite of the
 -- best priority made ready (nil: unknown, -inf), kept at the lowest score
 -- (LT) until a waiting consumer pops it: a consumer of a queue of several
