@@ -67,6 +67,13 @@ var commands = map[string]*command{
 	"rate": {args: "<queue> <N/D | none>", onQueue: rate,
 		about:   "the queue's rate limit: at most N taken in any window D",
 		details: `D is at least 10ms; none removes the limit.`},
+	"show": {args: "<queue> <id> [--payload]", about: "one message by id, wherever it is: its state, times and headers", onQueue: show,
+		details: `Ready (its lane and place), delayed (when due), in flight (when taken, when
+its lease ends, its lease token) or dead (when, why). Ready, in-flight and
+dead messages are found by reading them a bounded piece at a time (O(depth));
+a message that moves back to a place already read may be missed: ask again.
+
+  --payload     show the payload, quoted (hidden by default: it may hold personal data)`},
 	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
@@ -113,7 +120,7 @@ with work means nobody works on it.
 }
 
 // order is the order commands are listed in.
-var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
+var order = []string{"create", "queues", "stats", "peek", "show", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
 	"limit", "rate", "consumers", "web", "version", "help"}
 
 func usage() string {
