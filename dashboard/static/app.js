@@ -163,6 +163,8 @@
     const reliable = body.dataset.reliable === 'true';
     const canRequeue = body.dataset.canRequeue === 'true';
     const canRunNow = body.dataset.canRunNow === 'true', canCancel = body.dataset.canCancel === 'true';
+    // msg is a message's id linking to its page ('' for a record without one).
+    const msg = (id) => id ? link(id, path + '/message?id=' + encodeURIComponent(id), 'msg') : '';
     let samples = [];
     function render(s) {
       fresh(s.at);
@@ -203,10 +205,10 @@
         w.in_flight + ' of ' + w.concurrency, w.delivered, dur(s.at - w.started), dur(Math.max(0, s.at - w.last_seen)) + ' ago'])),
         'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
-      fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
+      fill('#peek tbody', s.peek.map((m) => row([msg(m.id), m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
       set('delayed-count', s.delayed_messages.length + ' of ' + s.delayed + ', soonest due first');
       fill('#delayedmsgs tbody', s.delayed_messages.map((m) => {
-        const tr = row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
+        const tr = row([msg(m.id), m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
         const q = '?id=' + encodeURIComponent(m.id);
         if (canRunNow) tr.lastChild.append(link('Run now…', path + '/run-now' + q, 'button run-now', { id: m.id }), ' ');
         if (canCancel) tr.lastChild.append(link('Cancel…', path + '/cancel' + q, 'button danger cancel', { id: m.id }));
@@ -214,12 +216,12 @@
       }), 'nothing delayed', 6);
       if (!reliable) return;
       set('leased-count', s.leased.length + ' of ' + s.in_flight + ', soonest lease end first');
-      fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.payload])), 'nothing in flight', 6);
+      fill('#leased tbody', s.leased.map((m) => row([msg(m.id), m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.payload])), 'nothing in flight', 6);
       set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
       fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
         g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);
       set('dead-count', s.dead_letters.length + ' of ' + s.dead + ', oldest first');
-      fill('#deadletters tbody', s.dead_letters.map((d) => row([d.id, d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
+      fill('#deadletters tbody', s.dead_letters.map((d) => row([msg(d.id), d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
         canRequeue ? link('Requeue…', path + '/requeue?id=' + encodeURIComponent(d.id), 'button requeue', { id: d.id }) : ''])), 'no dead letters', 7);
       const toggle = $('pause-toggle');
       if (toggle) {
