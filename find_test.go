@@ -318,3 +318,78 @@ func within(t *testing.T, want, got time.Time, d time.Duration) {
 	t.Helper()
 	assert.True(t, got.Sub(want).Abs() <= d, "%v is not within %v of %v", got, d, want)
 }
+
+// Lists longer than one find.lua call (500 entries), a Range segment
+// naming more priorities than one page of its index, and more in flight
+// and dead than one HSCAN or list page: each message is found with its
+// place counted across the pages.
+func TestMessageAcrossPages(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	enqueue := func(q *Queue, n int, opt func(i int) []Option) {
+		for i := 0; i < n; i += MaxBatch {
+			var items []EnqueueItem
+			for j := i; j < min(i+MaxBatch, n); j++ {
+				items = append(items, EnqueueItem{Payload: []byte("x"), Options: opt(j)})
+			}
+			_, err := q.EnqueueBatch(ctx, items)
+			require.NoError(t, err)
+		}
+	}
+	t.Run("Levels", func(t *testing.T) {
+		q := openQueue(t, newClient(t), Config{Layout: Levels(2), MaxAttempts: 1})
+		const n = 2300
+		enqueue(q, n, func(i int) []Option { return []Option{ID(fmt.Sprint("m", i)), Priority(1)} })
+		// 1100 taken: 600 in flight, 500 dead.
+		var taken []*Message
+		for len(taken) < 1100 {
+			got, _, err := shardTake(sh(q), ctx, sh(q).Keys().HighFirst(), 100, time.Minute)
+			require.NoError(t, err)
+			taken = append(taken, got...)
+		}
+		for _, m := range taken[600:] {
+			require.NoError(t, failTok(sh(q), ctx, m.token(), 0, "dead "+m.ID, store.FailDead))
+		}
+		for _, tc := range []struct {
+			id    string
+			state MessageState
+			ahead int
+		}{{"m1100", MessageReady, 0}, {"m1700", MessageReady, 600}, {"m2299", MessageReady, 1199},
+			{"m0", MessageInFlight, 0}, {"m599", MessageInFlight, 0}, {"m600", MessageDead, 0}, {"m1099", MessageDead, 0}} {
+			st, err := q.Message(ctx, tc.id)
+			require.NoError(t, err, tc.id)
+			assert.Equal(t, tc.state, st.State, tc.id)
+			assert.Equal(t, tc.ahead, st.Ahead, tc.id)
+			if tc.state == MessageDead {
+				assert.Equal(t, "dead "+tc.id, st.Reason)
+			}
+		}
+	})
+	t.Run("RangePriorities", func(t *testing.T) {
+		q := openQueue(t, newClient(t), Config{Layout: Range(0, 5000, 1)})
+		enqueue(q, 1200, func(i int) []Option { return []Option{ID(fmt.Sprint("p", i)), Priority(int64(i))} })
+		for _, id := range []string{"p0", "p600", "p1199"} {
+			st, err := q.Message(ctx, id)
+			require.NoError(t, err, id)
+			assert.Equal(t, MessageReady, st.State, id)
+			assert.Equal(t, id, st.ID)
+		}
+	})
+}
+
+// An AtMostOnce queue has no lease and no dead letters: its ready and
+// delayed messages are found.
+func TestMessageAtMostOnce(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, newClient(t), Config{Layout: Levels(2), Mode: AtMostOnce})
+	id, err := q.Enqueue(ctx, []byte("x"), Priority(1))
+	require.NoError(t, err)
+	later, err := q.Enqueue(ctx, []byte("x"), Delay(time.Hour))
+	require.NoError(t, err)
+	st, err := q.Message(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, MessageReady, st.State)
+	assert.Equal(t, 1, st.Lane)
+	st, err = q.Message(ctx, later)
+	require.NoError(t, err)
+	assert.Equal(t, MessageDelayed, st.State)
+}
