@@ -60,9 +60,12 @@ const findBudget = 500
 // so Redis goes on serving others between them. What each place costs:
 //   - delayed: O(1), two round trips (the dstore record, its due time);
 //   - ready: O(ready messages of the shard), a round trip per findBudget
-//     entries of each lane, priority list and group list, and one per
-//     non-empty priority index page (Range), per parked group and per
-//     group whose list was not reached through its marker;
+//     entries (at least one) of each lane, priority list and group list
+//     (reached through its marker, or its group's parked entry), one per
+//     findBudget entries of a segment's index (Range), an HSCAN of the
+//     parked groups and of gready, and a pipeline per findBudget lists
+//     probed for the groups of which no list was read (their markers moved
+//     past the search);
 //   - in flight: O(in flight), HSCAN of the in-flight records;
 //   - dead: O(dead letters), a round trip per findBudget of them.
 //
