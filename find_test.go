@@ -234,6 +234,53 @@ func TestMessageOnShards(t *testing.T) {
 	assert.Equal(t, q.shardOf("mine"), st.Shard)
 	_, err = q.Message(ctx, "other")
 	assert.ErrorIs(t, err, ErrNotFound)
+
+	// In flight and dead on their shards.
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true})
+	taken, err := cons.ReceiveBatch(ctx, 2)
+	require.NoError(t, err)
+	require.NotEmpty(t, taken)
+	st, err = q.Message(ctx, taken[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, MessageInFlight, st.State)
+	assert.Equal(t, taken[0].token(), st.LeaseToken)
+	assert.Equal(t, q.shardOf(taken[0].ID), st.Shard)
+	s := q.shards[q.shardOf(taken[0].ID)]
+	require.NoError(t, failTok(s, ctx, taken[0].token(), 0, "gone", store.FailDead))
+	st, err = q.Message(ctx, taken[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, MessageDead, st.State)
+	assert.Equal(t, "gone", st.Reason)
+}
+
+// The in-flight records, the dead letters, the delayed records, the
+// parked groups and gready of the wrong type are passed by: the search
+// ends, ErrNotFound, no error.
+func TestMessagePassesWrongTypesBy(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	for _, l := range []struct {
+		layout Layout
+		prio   int64 // in lane 1
+	}{{Levels(2), 1}, {Range(0, 10, 2), 9}} {
+		q := openQueue(t, c, Config{Layout: l.layout})
+		_, err := q.Enqueue(ctx, []byte("x"), ID("here"), Priority(l.prio))
+		require.NoError(t, err)
+		k := sh(q).Keys()
+		for _, key := range []string{k.Inflight(), k.Dead(), k.DStore(), k.GPark(), k.GReady(), k.Lanes()[0]} {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", key, "a string")))
+		}
+		if q.layout().IsRange() {
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "RPUSH", k.PrioList(0), "x")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZADD", k.Lanes()[1], "-7", "7")))
+			require.NoError(t, c.Do(ctx, radix.Cmd(nil, "SET", k.PrioList(7), "a string")))
+		}
+		_, err = q.Message(ctx, "nowhere")
+		assert.ErrorIs(t, err, ErrNotFound, l.layout.String())
+		st, err := q.Message(ctx, "here")
+		require.NoError(t, err, l.layout.String())
+		assert.Equal(t, MessageReady, st.State)
+	}
 }
 
 // While consumers take and ack, every message not yet handled is found,

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -96,7 +95,7 @@ func (s *Shard) Find(ctx context.Context, id string) (Found, error) {
 func (s *Shard) findDelayed(ctx context.Context, id string) (Found, error) {
 	var rec []byte
 	if err := s.do(ctx, radix.Cmd(&rec, "HGET", s.k.dstore, id)); err != nil || rec == nil {
-		return Found{}, err
+		return Found{}, dropWrongType(err)
 	}
 	// "lane|score|" seq‖envelope: the delayed set's member is seq‖id.
 	e, ok := envelopeIn(rec, true)
@@ -107,13 +106,22 @@ func (s *Shard) findDelayed(ctx context.Context, id string) (Found, error) {
 	member := string(rec[starts[1]:starts[2]]) + id
 	var due *string
 	if err := s.do(ctx, radix.Cmd(&due, "ZSCORE", s.k.delayed, member)); err != nil || due == nil {
-		return Found{}, err // promoted meanwhile: the next steps look
+		return Found{}, dropWrongType(err) // nil: promoted meanwhile, the next steps look
 	}
 	f := Found{Info: InfoOf(e), Place: PlaceDelayed}
 	if ms, err := strconv.ParseFloat(*due, 64); err == nil {
 		f.Due = time.UnixMilli(int64(ms))
 	}
 	return f, nil
+}
+
+// dropWrongType is err, but nil for a key of the wrong type: the search
+// passes such a key by.
+func dropWrongType(err error) error {
+	if IsWrongType(err) {
+		return nil
+	}
+	return err
 }
 
 // findHit is an entry find.lua found the id's bytes in: its place (or
@@ -185,10 +193,7 @@ func (s *Shard) hscan(ctx context.Context, key string, fn func(k, v string) (Fou
 	for cur := "0"; ; {
 		var reply []any
 		if err := s.do(ctx, radix.Cmd(&reply, "HSCAN", key, cur, "COUNT", strconv.Itoa(findBudget))); err != nil {
-			if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-				return Found{}, nil
-			}
-			return Found{}, err
+			return Found{}, dropWrongType(err)
 		}
 		if len(reply) != 2 {
 			return Found{}, fmt.Errorf("%w: HSCAN replied %d values", ErrCorrupt, len(reply))

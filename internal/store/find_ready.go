@@ -107,10 +107,7 @@ func (r *readySearch) segment(ctx context.Context, index string, lane int) (Foun
 		var prios []string
 		end := strconv.Itoa(-done - 1)
 		if err := r.s.do(ctx, radix.Cmd(&prios, "ZRANGE", index, strconv.Itoa(-done-findBudget), end)); err != nil {
-			if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-				return Found{}, nil // passed by
-			}
-			return Found{}, err
+			return Found{}, dropWrongType(err)
 		}
 		for _, m := range prios {
 			p, err := strconv.ParseInt(m, 10, 64)
