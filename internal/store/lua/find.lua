@@ -1,7 +1,8 @@
 -- find.lua: read a bounded piece of one key for the entries that hold an
 -- id (Shard.Find). Writes nothing.
 --
--- (keys.go describes every key.)
+-- (keys.go describes every key. It touches only the keys it declares, so it
+-- is not fenced: Shard.Find builds the names of the lists it searches.)
 -- KEYS[1]   the key searched: a LIST (a lane of Levels, a priority's list, a
 --           group's list, the dead letters), a ZSET (a segment of a Range
 --           queue stored before format 4: messages are its members), or the
