@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -439,4 +441,40 @@ func TestMessageAtMostOnce(t *testing.T) {
 	st, err = q.Message(ctx, later)
 	require.NoError(t, err)
 	assert.Equal(t, MessageDelayed, st.State)
+}
+
+// Large messages: a find.lua call reads at most about 1 MiB of a list, so
+// a search of 12 messages of 256 KiB takes several calls (one would copy
+// 3 MiB into Lua while Redis serves nothing else), and still finds each
+// with its place.
+func TestMessageReadsLargeMessagesInSmallSteps(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{Layout: Levels(1), MaxPayload: 1 << 20})
+	big := []byte(strings.Repeat("b", 256<<10))
+	for i := range 12 {
+		_, err := q.Enqueue(ctx, big, ID(fmt.Sprint("big", i)))
+		require.NoError(t, err)
+	}
+	calls := func() int {
+		var info string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&info, "INFO", "commandstats")))
+		for _, line := range strings.Split(info, "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	before := calls()
+	st, err := q.Message(ctx, "big0")
+	require.NoError(t, err)
+	after := calls()
+	assert.Equal(t, 0, st.Ahead)
+	assert.Equal(t, len(big), len(st.Payload))
+	assert.GreaterOrEqual(t, after-before, 3, "12 × 256 KiB read in steps of about 1 MiB")
+	st, err = q.Message(ctx, "big7")
+	require.NoError(t, err)
+	assert.Equal(t, 7, st.Ahead)
 }

@@ -47,26 +47,34 @@ type Found struct {
 	Raw    []byte
 }
 
-// findBudget is how many entries one find.lua call reads at most: a call
-// blocks the server for about the time LRANGE of that many entries takes.
-const findBudget = 500
+// findBudget is how many entries one find.lua call reads of a list at most
+// (fewer once it read 1 MiB of them: find.lua), and findHashCount the COUNT
+// of its HSCAN of the in-flight records (a hint: a small hash comes whole):
+// a call blocks the server for about the time LRANGE of that many entries
+// takes.
+const (
+	findBudget    = 500
+	findHashCount = 50
+)
 
 // Find looks for the message id in the shard, reading only: the delayed
 // messages, the ready ones, those in flight, the delayed ones again (a
 // delivery retried while the others were read), then the dead letters.
 // Found.Place is PlaceNone when none has the id. Each step is a bounded
-// call (find.lua reads at most findBudget entries), never one long script,
-// so Redis goes on serving others between them. What each place costs:
+// call (find.lua reads at most findBudget entries of a list, fewer once it
+// read 1 MiB, and HSCANs findHashCount in-flight records), never one long
+// script, so Redis goes on serving others between them. What each place
+// costs (a "page": findBudget entries, or 1 MiB of them):
 //   - delayed: O(1), two round trips (the dstore record, its due time);
-//   - ready: O(ready messages of the shard), a round trip per findBudget
-//     entries (at least one) of each lane, priority list and group list
+//   - ready: O(ready messages of the shard), a round trip per page (at
+//     least one) of each lane, priority list and group list
 //     (reached through its marker, or its group's parked entry), one per
 //     findBudget entries of a segment's index (Range), an HSCAN of the
 //     parked groups and of gready, and a pipeline per findBudget lists
 //     probed for the groups of which no list was read (their markers moved
 //     past the search);
-//   - in flight: O(in flight), HSCAN of the in-flight records;
-//   - dead: O(dead letters), a round trip per findBudget of them.
+//   - in flight: O(in flight), a round trip per findHashCount records;
+//   - dead: O(dead letters), a round trip per page of them.
 //
 // The steps are not one atomic read: the order follows a message's life
 // (ready, then in flight, then retried or dead), and lists are read from
@@ -140,10 +148,14 @@ type findPage struct {
 	groups []string
 }
 
-// findIn runs find.lua on key (of Redis type typ) from at.
+// findIn runs find.lua on keys[0] (of Redis type typ) from at.
 func (s *Shard) findIn(ctx context.Context, keys []string, typ, id, at string) (findPage, error) {
+	count := findBudget
+	if typ == "hash" {
+		count = findHashCount
+	}
 	var raw [][]byte
-	if err := s.do(ctx, findScript.Cmd(&raw, keys, id, typ, at, strconv.Itoa(findBudget))); err != nil {
+	if err := s.do(ctx, findScript.Cmd(&raw, keys, id, typ, at, strconv.Itoa(count))); err != nil {
 		return findPage{}, err
 	}
 	if len(raw) < 4 {

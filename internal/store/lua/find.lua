@@ -12,7 +12,8 @@
 -- ARGV[2]   the type KEYS[1] must have: list, zset or hash
 -- ARGV[3]   where to go on: a LIST or ZSET, how many entries counted from
 --           its tail were searched already; the HASH, an HSCAN cursor
--- ARGV[4]   how many entries to read at most (HSCAN's COUNT for the HASH)
+-- ARGV[4]   how many entries to read at most (HSCAN's COUNT for the HASH;
+--           a LIST or ZSET: fewer once 1 MiB of them was read)
 -- Returns: {status, next, length, hits, ...}: status "ok", "none" (no such
 -- key) or "wrong" (of another type: the caller passes it by); next, where
 -- to go on ("" when the key is searched to its head, or the HSCAN cursor,
@@ -58,29 +59,37 @@ end
 local done = tonumber(at)
 local n
 if t == 'list' then n = redis.call('LLEN', key) else n = redis.call('ZCARD', key) end
--- Entries n-done-budget .. n-done-1 (counted from the head), clipped at 0.
-local first = math.max(n - done - budget, 0)
-local last = n - done - 1
-local items = {}
-if last >= first then
+-- Steps towards the head, until budget entries or BYTES bytes were read
+-- (large payloads: each entry read is copied into Lua), or the head.
+-- The first step reads 2 entries; the next ones as many as the entries
+-- read so far say fit in what is left of BYTES.
+local BYTES = 1048576
+local groups = {}
+local read, bytes, first, step = 0, 0, n - done, 2
+while read < budget and bytes < BYTES and first > 0 do
+  local last = first - 1
+  first = math.max(first - math.min(step, budget - read), 0)
+  local items
   if t == 'list' then
     items = redis.call('LRANGE', key, first, last)
   else
     items = redis.call('ZRANGE', key, first, last)
   end
-end
-local groups = {}
-for i, e in ipairs(items) do
-  -- A group's marker (inc/each.lua marker_group) stands for its list.
-  local g = t == 'list' and string.sub(e, 1, 1) == G_MARK and #e <= 129 and string.match(e, '^.([!-~]+)$')
-  if g then
-    groups[#groups + 1] = g
-  elseif string.find(e, id, 1, true) then
-    hit(tostring(first + i - 1), e, '')
+  for i, e in ipairs(items) do
+    bytes = bytes + #e
+    -- A group's marker (inc/each.lua marker_group) stands for its list.
+    local g = t == 'list' and string.sub(e, 1, 1) == G_MARK and #e <= 129 and string.match(e, '^.([!-~]+)$')
+    if g then
+      groups[#groups + 1] = g
+    elseif string.find(e, id, 1, true) then
+      hit(tostring(first + i - 1), e, '')
+    end
   end
+  read = read + (last - first + 1)
+  step = math.max(1, math.floor((BYTES - bytes) * read / math.max(bytes, 1)))
 end
 local next = ''
-if first > 0 then next = tostring(done + #items) end
+if first > 0 then next = tostring(done + read) end
 local head = {'ok', next, tostring(n), tostring(hits)}
 for _, v in ipairs(out) do head[#head + 1] = v end
 for _, g in ipairs(groups) do head[#head + 1] = g end
