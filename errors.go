@@ -47,7 +47,8 @@ var (
 	ErrNotReplicated = store.ErrNotReplicated
 	// ErrDuplicate is returned when a live message already has the given id.
 	ErrDuplicate = store.ErrDuplicate
-	// ErrNotFound is returned when no waiting (ready or delayed) message has the given id.
+	// ErrNotFound is returned when no message has the given id: no waiting
+	// (ready or delayed) one for Cancel and RunNow, none at all for Message.
 	ErrNotFound = store.ErrNotFound
 	// ErrCorrupt is returned when a stored envelope does not decode, and for
 	// what cannot be done because a queue's key holds the wrong type (a lane a

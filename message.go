@@ -115,17 +115,7 @@ func (m *Message) LeaseDeadline() time.Time {
 // TakenAt is when this delivery's take ran, on the Redis server's clock (its
 // lease token starts with it, in microseconds): the time rate limits count
 // (rates.go). The zero Time without a lease (AtMostOnce).
-func (m *Message) TakenAt() time.Time {
-	tok := m.token()
-	if len(tok) < 13 {
-		return time.Time{}
-	}
-	us, err := strconv.ParseInt(tok[:13], 16, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMicro(us)
-}
+func (m *Message) TakenAt() time.Time { return store.TokenTime(m.token()) }
 
 // Queue is the name of the queue the message was delivered from ("" for a
 // Message not delivered by a Consumer).

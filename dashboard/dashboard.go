@@ -1,8 +1,10 @@
 // Package dashboard is a web dashboard for prioq queues: a mountable
 // http.Handler that shows each queue's lanes, delayed, in-flight and dead
 // messages, charts depth and rates live, peeks at the next messages, browses
-// dead letters, and can requeue or purge them, purge a queue, and pause or
-// resume it.
+// dead letters, shows one message's page (its state, times and headers, its
+// payload on request: /q/{queue}/message?id=ID, linked from every table),
+// and can requeue or purge dead letters, run a delayed message now, cancel
+// a waiting one, purge a queue, and pause or resume it.
 //
 //	h, err := dashboard.New(dashboard.Config{
 //		Client:    client,
@@ -145,6 +147,7 @@ func New(cfg Config) (http.Handler, error) {
 		// is team%2Falpha, "a?b" a%3Fb, "c#d" c%23d, "50%" 50%25.
 		"path":   url.PathEscape,
 		"clock":  func(t time.Time) string { return t.Format("15:04:05") },
+		"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 UTC") },
 		"oldest": oldest,
 	}).ParseFS(files, "templates/*.html")
 	if err != nil {
@@ -167,6 +170,7 @@ func New(cfg Config) (http.Handler, error) {
 	h.mux.HandleFunc("GET /q/{name}", h.onQueue(h.queuePage))
 	h.mux.HandleFunc("GET /api/stats/{name}", h.onQueue(h.statsJSON))
 	h.mux.HandleFunc("GET /api/queue/{name}", h.onQueue(h.queueJSON))
+	h.mux.HandleFunc("GET /q/{name}/message", h.onQueue(h.messagePage))
 	h.mux.HandleFunc("GET /q/{name}/{action}", h.onQueue(h.confirmPage))
 	h.mux.HandleFunc("POST /q/{name}/{action}", h.act)
 	static := http.FileServerFS(files)

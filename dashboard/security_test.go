@@ -222,7 +222,7 @@ func TestFramedPageRefused(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	name := url.PathEscape(q.Name())
-	for _, p := range []string{"/", "/q/" + name, "/q/" + name + "/purge", "/api/queue/" + name, "/api/queues",
+	for _, p := range []string{"/", "/q/" + name, "/q/" + name + "/purge", "/q/" + name + "/message?id=x", "/api/queue/" + name, "/api/queues",
 		"/static/app.js", "/q/no-such-queue-anywhere", "/nothing-here"} {
 		_, hd, _ := req(t, srv, "GET", p, nil, nil)
 		assert.Contains(t, hd.Get("Content-Security-Policy"), "frame-ancestors 'none'", p)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -302,6 +303,19 @@ func (h *halfMoved) run(move func(i int, key string) bool) {
 	op("Ack", func(ctx context.Context) error { return held[0].Ack(ctx) })
 	op("Retry", func(ctx context.Context) error { return held[1].Retry(ctx, time.Millisecond, "again") })
 	op("Extend", func(ctx context.Context) error { return held[2].Extend(ctx, time.Minute) })
+	op("Message", func(ctx context.Context) error {
+		st, err := q.Message(ctx, held[2].ID) // in flight throughout: extended, acked after
+		if err == nil && st.State != prioq.MessageInFlight {
+			err = fmt.Errorf("%s is %s, want in flight", held[2].ID, st.State)
+		}
+		if err == nil {
+			_, err = q.Message(ctx, "nowhere-at-all") // every key read
+			if errors.Is(err, prioq.ErrNotFound) {
+				err = nil
+			}
+		}
+		return err
+	})
 
 	// The lease of x1 ends and d1 falls due while the slot is half moved:
 	// a consumer's sweep and promoter meet it too.

@@ -83,6 +83,13 @@ var commands = map[string]*command{
   --missed M    ticks missed while no consumer ran: once (default: one
                 message, the latest), skip (none) or all (each, the latest 100)
   rm <name>     remove it (its messages enqueued stay)`},
+	"show": {args: "<queue> <id> [--payload]", about: "one message by id, wherever it is: its state, times and headers", onQueue: show,
+		details: `Ready (its lane and place), delayed (when due), in flight (when taken, when
+its lease ends, its lease token) or dead (when, why). Ready, in-flight and
+dead messages are found by reading them a bounded piece at a time (O(depth));
+a message that moves back to a place already read may be missed: ask again.
+
+  --payload     show the payload, quoted (hidden by default: it may hold personal data)`},
 	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
@@ -129,7 +136,7 @@ with work means nobody works on it.
 }
 
 // order is the order commands are listed in.
-var order = []string{"create", "queues", "stats", "peek", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
+var order = []string{"create", "queues", "stats", "peek", "show", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
 	"limit", "rate", "schedules", "schedule", "consumers", "web", "version", "help"}
 
 func usage() string {

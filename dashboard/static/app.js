@@ -163,6 +163,8 @@
     const reliable = body.dataset.reliable === 'true';
     const canRequeue = body.dataset.canRequeue === 'true';
     const canRunNow = body.dataset.canRunNow === 'true', canCancel = body.dataset.canCancel === 'true';
+    // msg is a message's id linking to its page ('' for a record without one).
+    const msg = (id) => id ? link(id, path + '/message?id=' + encodeURIComponent(id), 'msg') : '';
     let samples = [];
     function render(s) {
       fresh(s.at);
@@ -203,7 +205,7 @@
         w.in_flight + ' of ' + w.concurrency, w.delivered, dur(s.at - w.started), dur(Math.max(0, s.at - w.last_seen)) + ' ago'])),
         'no live consumer', 7);
       set('peek-count', s.peek.length + ' of ' + s.ready + ' ready');
-      fill('#peek tbody', s.peek.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
+      fill('#peek tbody', s.peek.map((m) => row([msg(m.id), m.priority, m.attempts, dur(s.at - m.enqueued) + ' ago', m.payload])), 'nothing ready', 5);
       // The pagers, redrawn: the table may have grown or shrunk.
       for (const nav of Object.values(s.pages)) {
         const p = $('pager-' + nav.Param);
@@ -215,7 +217,7 @@
       }
       set('delayed-count', s.pages.delayed_from.Text + ', soonest due first');
       fill('#delayedmsgs tbody', s.delayed_messages.map((m) => {
-        const tr = row([m.id, m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
+        const tr = row([msg(m.id), m.priority, m.attempts, dur(m.due - s.at), m.payload, '']);
         const q = '?id=' + encodeURIComponent(m.id);
         if (canRunNow) tr.lastChild.append(link('Run now…', path + '/run-now' + q, 'button run-now', { id: m.id }), ' ');
         if (canCancel) tr.lastChild.append(link('Cancel…', path + '/cancel' + q, 'button danger cancel', { id: m.id }));
@@ -228,12 +230,12 @@
         c.last ? dur(Math.max(0, s.at - c.last)) + ' ago' : 'never'])), 'no schedule', 4);
       if (!reliable) return;
       set('leased-count', s.pages.inflight_from.Text + ', soonest lease end first');
-      fill('#leased tbody', s.leased.map((m) => row([m.id, m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.holder, m.payload])), 'nothing in flight', 7);
+      fill('#leased tbody', s.leased.map((m) => row([msg(m.id), m.priority, m.attempts, dur(s.at - m.taken) + ' ago', dur(m.deadline - s.at), m.holder, m.payload])), 'nothing in flight', 7);
       set('groups-count', s.top_groups.length + ' shown, the most loaded; ' + s.groups + ' with messages ready');
       fill('#groups tbody', s.top_groups.map((g) => row([g.group, g.ready, g.in_flight, g.limit || '-', g.rate_set ? g.rate : '-',
         g.rate_parked ? 'rate' : (g.parked ? 'yes' : 'no')])), 'no group has messages', 6);
       set('dead-count', s.pages.dead_from.Text + ', oldest first');
-      fill('#deadletters tbody', s.dead_letters.map((d) => row([d.id, d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
+      fill('#deadletters tbody', s.dead_letters.map((d) => row([msg(d.id), d.priority, d.attempts, dur(s.at - d.died) + ' ago', d.reason, d.payload,
         canRequeue ? link('Requeue…', path + '/requeue?id=' + encodeURIComponent(d.id), 'button requeue', { id: d.id }) : ''])), 'no dead letters', 7);
       const toggle = $('pause-toggle');
       if (toggle) {

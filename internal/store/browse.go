@@ -124,13 +124,7 @@ func (s *Shard) LeasedOf(ctx context.Context, ix Index) ([]Leased, Browsed, erro
 			b.Broken = append(b.Broken, tok)
 			continue
 		}
-		l := Leased{Info: InfoOf(e), Deadline: time.UnixMilli(ix.Scores[i]), Holder: LeaseHolder(tok)}
-		if len(tok) >= 13 {
-			if us, err := strconv.ParseInt(tok[:13], 16, 64); err == nil {
-				l.TakenAt = time.UnixMicro(us)
-			}
-		}
-		out = append(out, l)
+		out = append(out, Leased{Info: InfoOf(e), Deadline: time.UnixMilli(ix.Scores[i]), TakenAt: TokenTime(tok), Holder: LeaseHolder(tok)})
 	}
 	return out, b, nil
 }

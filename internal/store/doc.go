@@ -6,7 +6,7 @@
 // NextDue) and sweeps (Sweep), a queue's operations (Stats, Peek, Cancel,
 // Purge, Pause, Resume, DeadLetters, DeadOp, GroupCounts, SetGroupLimit,
 // SetRate, Rate, Top; browsing: ScheduledIndex/ScheduledOf, LeasedIndex/
-// LeasedOf, RunNow; the history: HasSample, AddSample, History), its meta key (WriteMeta, KeepMeta, CheckEviction),
+// LeasedOf, RunNow; Find, a message by id in any state; the history: HasSample, AddSample, History), its meta key (WriteMeta, KeepMeta, CheckEviction),
 // and the waits and wake-ups of its consumers (WaitWake, WaitAny, WaitSched,
 // RearmWake, RearmSched, PutWake, Poke, PopLanes, WrongLanes, PutBack,
 // ReleaseIDs). What spans many shards of a node or a whole client is a

@@ -222,10 +222,14 @@ func newFenced(name, src string, growing bool) script {
 	return script{es: radix.NewEvalScript(fencePrelude + scriptText(src)), name: name}
 }
 
-// Only four scripts are not fenced: open.lua, extend.lua and pause.lua
-// declare the one key they touch (radix follows a node's ASK for it, and a
-// node that has the key runs them), and probe.lua declares none (it reads
-// many queues of one node: internal/consume/multi.go handles a queue whose slot moves).
+// The scripts that are not fenced declare every key they touch: open.lua,
+// extend.lua, pause.lua and find.lua the one key they read or write (find.lua:
+// one list or the in-flight hash and its leases; Shard.Find builds the names
+// of the group and priority lists and passes each as KEYS), runnow.lua its
+// four (radix follows a node's ASK for them, and a node that has the keys
+// runs them); worker.lua the registry's keys; probe.lua declares none (it
+// reads many queues of one node: internal/consume/multi.go handles a queue
+// whose slot moves).
 
 // newScript is src with its includes and constants (scriptText).
 func newScript(src string) radix.EvalScript {

@@ -30,13 +30,10 @@ func startBy(d *Delivery) (int64, bool) {
 }
 
 // tokenMs is the take's time on the server's clock, in ms, that a lease
-// token starts with (13 hex digits of microseconds).
+// token starts with (TokenTime).
 func tokenMs(token string) (int64, bool) {
-	if len(token) < 13 {
-		return 0, false
-	}
-	us, err := strconv.ParseUint(token[:13], 16, 64)
-	return int64(us / 1000), err == nil
+	t := TokenTime(token)
+	return t.UnixMilli(), !t.IsZero()
 }
 
 // lateOnes takes out of ds the messages taken after their StartByHeader
