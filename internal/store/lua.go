@@ -1,7 +1,9 @@
 package store
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"path"
@@ -205,14 +207,22 @@ func luaCode(src string, fn func(text string, isCode bool)) {
 // deadline passes. fencePrelude takes the fence off KEYS again, so the
 // script's own text never sees it. A script has no Cmd of its own: it runs
 // through shard.eval, or not at all.
-type script struct{ es radix.EvalScript }
+//
+// sha is the text's SHA1, for an EVALSHA inside a pipeline (a take that
+// carries acks: ridingCmd), where radix's EvalScript cannot go.
+type script struct {
+	es  radix.EvalScript
+	sha string
+}
 
 // fencePrelude runs first in a fenced script: the fence is the last key.
 const fencePrelude = "table.remove(KEYS) -- the fence (keys.go): declared, never touched\n"
 
 // newFenced is newScript for a fenced script.
 func newFenced(src string) script {
-	return script{radix.NewEvalScript(fencePrelude + scriptText(src))}
+	text := fencePrelude + scriptText(src)
+	sum := sha1.Sum([]byte(text))
+	return script{es: radix.NewEvalScript(text), sha: hex.EncodeToString(sum[:])}
 }
 
 // Only four scripts are not fenced: open.lua, extend.lua and pause.lua

@@ -123,7 +123,7 @@ func newShard(c Client, name string, cfg *Config, k KeySet) *Shard {
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
 	s.idAcks = &coalescer[AckReq, error]{size: func(AckReq) int { return 1 },
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
-	s.takes.byLease = make(map[time.Duration]*coalescer[int, takeResult])
+	s.takes.byLease = make(map[time.Duration]*coalescer[takeAsk, takeResult])
 	return s
 }
 
