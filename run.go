@@ -62,9 +62,11 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 		wg.Add(1)
 		go func() {
 			c.stats.running.Add(1)
+			// The slot (and the running count) is freed when the handler's
+			// ack rides on the next take, or when it all ends.
 			var freed sync.Once
-			free := func() { freed.Do(func() { <-slots }) }
-			defer func() { c.stats.running.Add(-1); free(); wg.Done() }()
+			free := func() { freed.Do(func() { c.stats.running.Add(-1); <-slots }) }
+			defer func() { free(); wg.Done() }()
 			c.handle(hctx, m, h, runAck{rides: rides, free: free})
 		}()
 	})
