@@ -2,6 +2,7 @@ package prioq
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,4 +259,38 @@ func TestRunRidingAckOfALostLease(t *testing.T) {
 	assert.Equal(t, map[string]Outcome{"lost": OutcomeUnfinished, "next": OutcomeAcked}, outcomes)
 	assert.ErrorIs(t, got["lost"], ErrLeaseLost)
 	assert.NoError(t, got["next"])
+}
+
+// A message kept from an earlier fetch (a Receive that gave up) is handed to
+// Run without a take: the ack waiting for one goes alone then, rather than
+// wait for the next take, which comes only when a handler finishes (here:
+// the kept message's, which waits for that ack).
+func TestRunRidingAckDoesNotWaitBehindAKeptMessage(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{})
+	enqueuePayloads(ctx, t, q, "kept")
+	kept := leasedOne(t, ctx, q)
+	enqueuePayloads(ctx, t, q, "first")
+	cons := newConsumer(t, q, ConsumerConfig{Concurrency: 1, NoPromoter: true})
+	firstDone := make(chan error, 1)
+	var keptSaw error
+	done := make(chan struct{})
+	runUntil(t, cons, done, func(ctx context.Context, m *Message) error {
+		switch string(m.Payload) {
+		case "first":
+			m.AfterFinish(func(_ Outcome, err error) { firstDone <- err })
+			cons.fetcher.SetHeld([]*store.Delivery{kept.d}) // as a Receive that gave up leaves it
+		case "kept":
+			select {
+			case err := <-firstDone:
+				keptSaw = err
+			case <-time.After(3 * time.Second):
+				keptSaw = errors.New("the first message's ack waited for a take")
+			}
+			close(done)
+		}
+		return nil
+	})
+	assert.NoError(t, keptSaw)
 }
