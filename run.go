@@ -32,11 +32,12 @@ type Middleware func(next Handler) Handler
 // as many messages per round trip as there are free handlers, through the
 // consumer's one fetch at a time (no blocking connection per handler), and in
 // AtLeastOnce mode acks in batches: all acks ready together go in one round
-// trip. On a queue of one shard (without Weights), the acks of handlers that
-// returned nil while Run was about to take again ride on that take: acks and
-// take in one round trip, each with its own outcome (an ack that lost its
-// lease takes nothing from the take, a take that fails fails no ack). A panic
-// in a handler is recovered and counts as a failed attempt.
+// trip. On a queue of one shard (without Weights nor WaitReplicas), the acks
+// of handlers that returned nil while Run was about to take again (but those
+// of caller ids) ride on that take: acks and take in one round trip, each
+// with its own outcome (an ack that lost its lease takes nothing from the
+// take, a take that fails fails no ack). A panic in a handler is recovered
+// and counts as a failed attempt.
 //
 // When ctx is done Run stops taking, waits up to GracePeriod for handlers in
 // flight, then cancels their contexts and waits for them to return; leases of

@@ -59,9 +59,10 @@ func (r *Rides) Close() {
 }
 
 // Offer queues ride for the next take, or refuses it (false): no take is
-// sure to come soon.
+// sure to come soon, or the ack is of a caller id (ack.lua, a script: it
+// would go beside the take, and the take's messages wait for it).
 func (r *Rides) Offer(ride Ride) bool {
-	if r == nil {
+	if r == nil || ride.Req.Caller {
 		return false
 	}
 	r.mu.Lock()

@@ -33,14 +33,16 @@ type ShardSource struct {
 // NewShardSource is the source of a consumer of the one shard s.
 func NewShardSource(s *store.Shard, opts FetchOptions, bg context.Context, report func(error)) *ShardSource {
 	ss := &ShardSource{s: s, opts: opts.withDefaults(), bg: bg, report: report}
-	if s.Config().Mode == store.AtLeastOnce && opts.Weights == nil {
+	if s.Config().Mode == store.AtLeastOnce && opts.Weights == nil && s.Config().WaitReplicas <= 0 {
+		// (With WaitReplicas an ack waits for its replicas, apart from
+		// the take: riding would only make it wait for the take too.)
 		ss.rides = newRides(s, ss.opts.CallTimeout)
 	}
 	return ss
 }
 
 // RidesOf is where acks may ride on src's next take: nil unless src is a
-// ShardSource of an AtLeastOnce queue without Weights. (A sharded queue's
+// ShardSource of an AtLeastOnce queue without Weights nor WaitReplicas. (A sharded queue's
 // fan-in and a MultiConsumer take from several shards: their acks go alone.)
 func RidesOf(src Source) *Rides {
 	if ss, ok := src.(*ShardSource); ok {

@@ -28,11 +28,12 @@ import (
 // acks' first write.
 
 // takeRiding is takeFrom with acks riding on it: it returns the take's reply
-// and error, and one error per ack (as Shard.Ack's). Acks of caller ids (ack.lua)
-// and, with WaitReplicas, all acks go apart, alone, at the same time (a
-// take need not wait for replicas). A take the pipeline did not run (its
-// script missing from the server's cache, or its slot moving) goes again
-// alone.
+// and error, and one error per ack (as Shard.Ack's). Acks of caller ids
+// (ack.lua) and, with WaitReplicas, all acks go apart, alone, at the same
+// time (a take need not wait for replicas), and the take's reply waits for
+// them: a consumer does not hand it such acks (consume.Rides). A take the
+// pipeline did not run (its script missing from the server's cache, or its
+// slot moving) goes again alone.
 func (s *Shard) takeRiding(ctx context.Context, a takeArgs, acks []AckReq) (takeReply, []error, error) {
 	if len(acks) == 0 {
 		r, err := s.takeFrom(ctx, a)
