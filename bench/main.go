@@ -76,7 +76,7 @@ func main() {
 	seeds := flag.Bool("seeds", false, "also measure the five seed designs (always in -quick and -full)")
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
-	only := flag.String("only", "", "run only systems whose name contains this")
+	only := flag.String("only", "", "run only systems whose name contains this (ending in $: whose name is this)")
 	e2eOnly := flag.Bool("e2e", false, "only the end-to-end single-call runs (to iterate on throughput)")
 	drainOnly := flag.Bool("drain", false, "only the drains of a pre-filled queue (reliable levels single calls, Run, the raw loop), in interleaved rounds")
 	lanesOnly := flag.Int("lanes", 0, "only the take cost of 2 vs 64 lanes, in this many alternating rounds")
@@ -208,7 +208,7 @@ func main() {
 		if _, seed := s.(seedSystem); seed && !*seeds && *only == "" {
 			continue // the default run compares prioq, the raw loop and asynq
 		}
-		if *only == "" || strings.Contains(s.Name(), *only) {
+		if *only == "" || s.Name()+"$" == *only || !strings.HasSuffix(*only, "$") && strings.Contains(s.Name(), *only) {
 			run = append(run, s)
 		}
 	}
