@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prioq/prioq/internal/consume"
 	"github.com/prioq/prioq/internal/store"
 )
 
@@ -31,7 +32,12 @@ type Middleware func(next Handler) Handler
 // as many messages per round trip as there are free handlers, through the
 // consumer's one fetch at a time (no blocking connection per handler), and in
 // AtLeastOnce mode acks in batches: all acks ready together go in one round
-// trip. A panic in a handler is recovered and counts as a failed attempt.
+// trip. On a queue of one shard (without Weights nor WaitReplicas), the acks
+// of handlers that returned nil while Run was about to take again (but those
+// of caller ids) ride on that take: acks and take in one round trip, each
+// with its own outcome (an ack that lost its lease takes nothing from the
+// take, a take that fails fails no ack). A panic in a handler is recovered
+// and counts as a failed attempt.
 //
 // When ctx is done Run stops taking, waits up to GracePeriod for handlers in
 // flight, then cancels their contexts and waits for them to return; leases of
@@ -46,14 +52,28 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
 	var wg sync.WaitGroup
-	err := c.feed(ctx, slots, func(m *Message) {
+	rides := consume.RidesOf(c.fetcher.Source())
+	if c.mode != AtLeastOnce {
+		rides = nil
+	}
+	if rides != nil {
+		rides.Open()
+	}
+	err := c.feed(ctx, slots, rides, func(m *Message) {
 		wg.Add(1)
 		go func() {
 			c.stats.running.Add(1)
-			defer func() { c.stats.running.Add(-1); <-slots; wg.Done() }()
-			c.handle(hctx, m, h)
+			// The slot (and the running count) is freed when the handler's
+			// ack rides on the next take, or when it all ends.
+			var freed sync.Once
+			free := func() { freed.Do(func() { c.stats.running.Add(-1); <-slots }) }
+			defer func() { free(); wg.Done() }()
+			c.handle(hctx, m, h, runAck{rides: rides, free: free})
 		}()
 	})
+	if rides != nil {
+		rides.Close() // no take comes any more: what waits for one is acked alone
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -67,8 +87,9 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 
 // feed takes as many messages as there are free slots and starts each, until
 // ctx is done (it returns ctx.Err()) or the consumer is closed (ErrClosed).
-// A slot is held from before the take until the message's handler returns.
-func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Message)) error {
+// A slot is held from before the take until the message's handler returns,
+// or its ack rides on the next take (see runAck).
+func (c *Consumer) feed(ctx context.Context, slots chan struct{}, rides *consume.Rides, start func(*Message)) error {
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -102,6 +123,7 @@ func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Me
 			return err
 		default:
 			c.report(err)
+			rides.Pause() // no take before RetryInterval: acks go alone meanwhile
 			if !sleepCtx(ctx, c.cfg.RetryInterval) {
 				return ctx.Err()
 			}
@@ -109,7 +131,31 @@ func (c *Consumer) feed(ctx context.Context, slots chan struct{}, start func(*Me
 	}
 }
 
-func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
+// runAck is how Run acks a message its handler finished: riding on the
+// consumer's next take when rides accepts it (a slot freed so that the take
+// comes), else alone.
+type runAck struct {
+	rides *consume.Rides // nil: alone
+	free  func()         // frees the handler's slot (once)
+}
+
+// ride acks m on the next take, if rides accepts it, and reports whether it
+// did; err is the ack's, as Ack's. The handler's slot is freed first: the
+// feed then takes, the ack riding on it.
+func (a runAck) ride(m *Message) (ok bool, err error) {
+	ch := make(chan error, 1)
+	if !a.rides.Offer(consume.Ride{Req: m.d.Req(), Done: func(err error) { ch <- err }}) {
+		return false, nil
+	}
+	a.free()
+	err = <-ch
+	if err == nil || errors.Is(err, ErrNotReplicated) {
+		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+	}
+	return true, err
+}
+
+func (c *Consumer) handle(base context.Context, m *Message, h Handler, ack runAck) {
 	ctx := base
 	if deadline := m.LeaseDeadline(); !deadline.IsZero() {
 		// A timer rather than context.WithDeadline, so that Extend can move
@@ -137,7 +183,7 @@ func (c *Consumer) handle(base context.Context, m *Message, h Handler) {
 		}
 	}
 	herr := callHandler(ctx, m, h)
-	outcome, err := c.finish(ctx, base, m, herr)
+	outcome, err := c.finish(ctx, base, m, herr, ack)
 	for _, f := range m.afterFinish {
 		c.afterFinish(m, f, outcome, err)
 	}
@@ -157,7 +203,7 @@ func (c *Consumer) afterFinish(m *Message, f func(Outcome, error), o Outcome, er
 // finish acks, retries or dead-letters m after its handler returned herr,
 // unless the handler did so itself, and returns the outcome with its error
 // (see AfterFinish).
-func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Outcome, error) {
+func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error, ack runAck) (Outcome, error) {
 	if c.mode != AtLeastOnce {
 		if herr != nil {
 			c.report(fmt.Errorf("prioq: handler for %q in %q: %w", m.ID, m.Queue(), herr))
@@ -169,7 +215,7 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 	// err is that call's.
 	var err error
 	if m.finished.Load() == 0 {
-		err = c.finishLeased(ctx, base, m, herr)
+		err = c.finishLeased(ctx, base, m, herr, ack)
 	}
 	switch done := Outcome(m.finished.Load()); done {
 	case 0:
@@ -183,14 +229,17 @@ func (c *Consumer) finish(ctx, base context.Context, m *Message, herr error) (Ou
 
 // finishLeased acks m after its handler returned nil, or retries or
 // dead-letters it after herr; what happened is recorded on m (finished).
-func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr error) error {
+func (c *Consumer) finishLeased(ctx, base context.Context, m *Message, herr error, ack runAck) error {
 	// Finishing must outlive the handler's context (which may have ended at the
 	// lease deadline): a short context of its own.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(base), c.qcfg.CallTimeout)
 	defer cancel()
 	var err error
 	if herr == nil {
-		err = m.Ack(fctx) // merged with the acks of other handlers in flight
+		var rode bool
+		if rode, err = ack.ride(m); !rode {
+			err = m.Ack(fctx) // merged with the acks of other handlers in flight
+		}
 	} else {
 		skip := errors.Is(herr, ErrSkipRetry)
 		level, msg := slog.LevelDebug, "prioq: handler failed, retrying"

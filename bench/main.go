@@ -76,8 +76,9 @@ func main() {
 	seeds := flag.Bool("seeds", false, "also measure the five seed designs (always in -quick and -full)")
 	out := flag.String("out", "", "results folder (default results/<time>)")
 	noAsynq := flag.Bool("no-asynq", false, "skip the asynq peer")
-	only := flag.String("only", "", "run only systems whose name contains this")
+	only := flag.String("only", "", "run only systems whose name contains this (ending in $: whose name is this)")
 	e2eOnly := flag.Bool("e2e", false, "only the end-to-end single-call runs (to iterate on throughput)")
+	drainOnly := flag.Bool("drain", false, "only the drains of a pre-filled queue (reliable levels single calls, Run, the raw loop), in interleaved rounds")
 	lanesOnly := flag.Int("lanes", 0, "only the take cost of 2 vs 64 lanes, in this many alternating rounds")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	reportFrom := flag.String("report", "", "recompute tables, budgets and plots from a saved results.json into -out")
@@ -159,11 +160,13 @@ func main() {
 	// phase found the pool short, and prioq's pool check refused its
 	// consumers (ErrPoolTooSmall). Dialling back at once keeps one phase from
 	// slowing the next.
-	client, err := radix.PoolConfig{Size: 160, PingInterval: -1, MinReconnectInterval: time.Millisecond}.New(ctx, "tcp", srv.Addr)
+	pool, err := radix.PoolConfig{Size: 160, PingInterval: -1, MinReconnectInterval: time.Millisecond}.New(ctx, "tcp", srv.Addr)
 	if err != nil {
 		fatal(err)
 	}
-	defer client.Close()
+	defer pool.Close()
+	// Counted: the round trips per message of the end-to-end runs.
+	client := &countingClient{Client: pool}
 
 	if *scaleOnly {
 		rep := report{Machine: m, Params: p}
@@ -205,12 +208,16 @@ func main() {
 		if _, seed := s.(seedSystem); seed && !*seeds && *only == "" {
 			continue // the default run compares prioq, the raw loop and asynq
 		}
-		if *only == "" || strings.Contains(s.Name(), *only) {
+		if *only == "" || s.Name()+"$" == *only || !strings.HasSuffix(*only, "$") && strings.Contains(s.Name(), *only) {
 			run = append(run, s)
 		}
 	}
 	if *e2eOnly {
 		runEndToEnd(ctx, client, run, p)
+		return
+	}
+	if *drainOnly {
+		runDrains(ctx, client, run, p)
 		return
 	}
 	withAsynq := !*noAsynq && *only == ""
@@ -403,17 +410,56 @@ func runSystem(ctx context.Context, c radix.Client, s system, p params) *sysResu
 // and range (and its ratio to the raw list loop, round by round, when that
 // ran too).
 func runEndToEnd(ctx context.Context, c radix.Client, run []system, p params) {
+	runRounds(run, p, false, func(s system) (*throughput, error) {
+		t, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
+		return &t, err
+	})
+}
+
+// runDrains is -drain: only the drain of a pre-filled queue (DrainMessages)
+// of each system that has one (the reliable levels ones, single calls and
+// Run, and the raw loop), as runEndToEnd does its runs.
+func runDrains(ctx context.Context, c radix.Client, run []system, p params) {
+	var drained []system
+	for _, s := range run {
+		if ps, ok := s.(*prioqSystem); ok && ps.mode == prioq.AtLeastOnce && ps.enqueueMW == nil &&
+			ps.layout.String() == prioq.Levels(levels).String() || s.Name() == rawLoop {
+			drained = append(drained, s)
+		}
+	}
+	limit := 20 * time.Duration(p.PhaseLimit*float64(time.Second))
+	runRounds(drained, p, true, func(s system) (*throughput, error) {
+		t, err := drain(ctx, c, s, p.DrainMessages, p.Workers, limit)
+		return &t, err
+	})
+}
+
+// runRounds measures each system with measure in p.Rounds interleaved
+// rounds, prints a line per run, then each system's medians (and its ratio
+// to the raw list loop, round by round, when that ran too): drains, or
+// end-to-end runs.
+func runRounds(run []system, p params, drains bool, measure func(system) (*throughput, error)) {
+	ph := e2ePhase
+	if drains {
+		ph = drainPhase
+	}
 	rep := &report{}
 	for round := 1; round <= p.Rounds; round++ {
 		var results []*sysResult
 		for _, s := range run {
-			t, err := endToEnd(ctx, c, s, p.Messages, p.Producers, 1, p.Workers, 1, time.Minute)
+			t, err := measure(s)
 			if err != nil {
 				fatal(err)
 			}
-			fmt.Printf("%-12s %-58s %8.0f msg/s  %.1f cmds/msg  %.1f us CPU/msg\n",
-				fmt.Sprintf("round %d/%d", round, p.Rounds), s.Name(), t.Rate, t.CmdsPerMsg, t.CPUPerMsg)
-			results = append(results, &sysResult{Name: s.Name(), E2E: &t})
+			fmt.Printf("%-12s %-58s %8.0f msg/s  %.2f trips/msg  %.1f cmds/msg  %.1f us CPU/msg\n",
+				fmt.Sprintf("round %d/%d", round, p.Rounds), s.Name(), t.Rate, t.TripsPerMsg, t.CmdsPerMsg, t.CPUPerMsg)
+			r := &sysResult{Name: s.Name()}
+			if drains {
+				r.Drain = t
+			} else {
+				r.E2E = t
+			}
+			results = append(results, r)
 		}
 		rep.Rounds = append(rep.Rounds, results)
 	}
@@ -423,11 +469,11 @@ func runEndToEnd(ctx context.Context, c radix.Client, run []system, p params) {
 	rep.Systems = mergeRounds(rep.Rounds)
 	raw := find(rep, rawLoop)
 	for _, s := range rep.Systems {
-		line := fmt.Sprintf("%-12s %-58s %8s msg/s  %s cmds/msg  %s us CPU/msg", fmt.Sprintf("median of %d", p.Rounds), s.Name,
-			med(rep.values(s, rateIn(e2ePhase)), 0, ""), med(rep.values(s, cmdsIn(e2ePhase)), 1, ""),
-			med(rep.values(s, cpuIn(e2ePhase)), 1, ""))
+		line := fmt.Sprintf("%-12s %-58s %8s msg/s  %s trips/msg  %s cmds/msg  %s us CPU/msg", fmt.Sprintf("median of %d", p.Rounds), s.Name,
+			med(rep.values(s, rateIn(ph)), 0, ""), med(rep.values(s, tripsIn(ph)), 2, ""),
+			med(rep.values(s, cmdsIn(ph)), 1, ""), med(rep.values(s, cpuIn(ph)), 1, ""))
 		if raw != nil {
-			line += "  " + med(rep.ratios(s, raw, rateIn(e2ePhase)), 2, "×") + " raw"
+			line += "  " + med(rep.ratios(s, raw, rateIn(ph)), 2, "×") + " raw"
 		}
 		fmt.Println(line)
 	}

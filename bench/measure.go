@@ -152,6 +152,7 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 	errc := make(chan error, 1)
 	go func() { errc <- s.Consume(cctx, workers, batch, cnt.handle) }()
 	time.Sleep(100 * time.Millisecond) // consumers are waiting before work arrives
+	tripsBefore := tripsOf(c)
 	before, err := readStats(ctx, c)
 	if err != nil {
 		stop()
@@ -168,6 +169,7 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		timedOut = true
 	}
 	elapsed := time.Since(start)
+	trips := tripsOf(c) - tripsBefore
 	after, err := readStats(ctx, c)
 	pstop()
 	stop()
@@ -187,8 +189,17 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		t.Rate = float64(handled) / elapsed.Seconds()
 		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
 		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
+		t.TripsPerMsg = float64(trips-1) / float64(handled) // less the INFO before
 	}
 	return t, nil
+}
+
+// tripsOf is how many calls c made so far, if it counts them (0 if not).
+func tripsOf(c radix.Client) int64 {
+	if cc, ok := c.(*countingClient); ok {
+		return cc.n.Load()
+	}
+	return 0
 }
 
 // drain enqueues n messages first (batches of 1,000, levels spread), then
@@ -207,10 +218,12 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 	if err != nil {
 		return throughput{}, err
 	}
+	tripsBefore := tripsOf(c)
 	took, err := consumeUntil(ctx, s, workers, 1, cnt, limit)
 	if err != nil {
 		return throughput{}, err
 	}
+	trips := tripsOf(c) - tripsBefore
 	after, err := readStats(ctx, c)
 	if err != nil {
 		return throughput{}, err
@@ -220,6 +233,7 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 	if handled > 0 {
 		t.Rate = float64(handled) / took.Seconds()
 		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
+		t.TripsPerMsg = float64(trips) / float64(handled)
 		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
 	}
 	return t, nil

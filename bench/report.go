@@ -201,8 +201,8 @@ func markdown(r *report) string {
 		}
 		b.WriteString("\n\n")
 	}
-	b.WriteString("| system | reliable | enqueue/s | take/s | end to end/s | ×raw | batched/s | cmds/msg | CPU µs/msg | pickup p50/p99 ms | late p99 ms | mem B/msg | idle cmd/s | inversions | dups |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| system | reliable | enqueue/s | take/s | end to end/s | ×raw | batched/s | round trips/msg | cmds/msg | CPU µs/msg | pickup p50/p99 ms | late p99 ms | mem B/msg | idle cmd/s | inversions | dups |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	raw := find(r, rawLoop)
 	for _, s := range r.Systems {
 		dups := int64(0)
@@ -211,10 +211,10 @@ func markdown(r *report) string {
 				dups += t.Duplicates
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
+		fmt.Fprintf(&b, "| %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 			s.Name, yes(s.Reliable), r.tput(s, enqueuePhase), r.tput(s, takePhase), r.tput(s, e2ePhase),
 			med(r.ratios(s, raw, rateIn(e2ePhase)), 2, ""), r.tput(s, batchPhase),
-			med(r.values(s, cmdsIn(e2ePhase)), 1, ""), med(r.values(s, cpuIn(e2ePhase)), 1, ""), r.pickup(s), r.late(s),
+			med(r.values(s, tripsIn(e2ePhase)), 2, ""), med(r.values(s, cmdsIn(e2ePhase)), 1, ""), med(r.values(s, cpuIn(e2ePhase)), 1, ""), r.pickup(s), r.late(s),
 			med(r.values(s, memFig), 0, ""), med(r.values(s, idleFig), 2, ""), r.inv(s), dups)
 	}
 	if rounds > 1 {
@@ -289,10 +289,11 @@ func comparison(b *strings.Builder, r *report) {
 	}
 	if len(drains) > 0 {
 		fmt.Fprintf(b, "\n#### Drain %d pre-enqueued messages (32 workers)\n\n", r.Params.DrainMessages)
-		b.WriteString("| system | msg/s | vs raw list loop | Redis CPU µs/msg | ceiling msg/s per Redis core |\n|---|---|---|---|---|\n")
+		b.WriteString("| system | msg/s | vs raw list loop | round trips/msg | Redis CPU µs/msg | ceiling msg/s per Redis core |\n|---|---|---|---|---|---|\n")
 		for _, s := range drains {
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", s.Name, r.tput(s, drainPhase),
-				med(r.ratios(s, raw, rateIn(drainPhase)), 2, "×"), med(r.values(s, cpuIn(drainPhase)), 1, ""),
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, r.tput(s, drainPhase),
+				med(r.ratios(s, raw, rateIn(drainPhase)), 2, "×"), med(r.values(s, tripsIn(drainPhase)), 2, ""),
+				med(r.values(s, cpuIn(drainPhase)), 1, ""),
 				med(r.values(s, ceilingIn(drainPhase)), 0, ""))
 		}
 	}

@@ -49,6 +49,16 @@ func cmdsIn(ph phase) figure {
 	}
 }
 
+// tripsIn is a phase's round trips per message, when it handled any.
+func tripsIn(ph phase) figure {
+	return func(s *sysResult) (float64, bool) {
+		if t := ph(s); t != nil && t.Handled > 0 {
+			return t.TripsPerMsg, true
+		}
+		return 0, false
+	}
+}
+
 // cpuIn is a phase's Redis CPU µs per message, when it handled any.
 func cpuIn(ph phase) figure {
 	return func(s *sysResult) (float64, bool) {
@@ -336,6 +346,7 @@ func mergeThroughput(rs []*sysResult, ph phase) *throughput {
 	m.Handled = int64(math.Round(median(handled)))
 	m.CmdsPerMsg = median(collect(rs, cmdsIn(ph)))
 	m.CPUPerMsg = median(collect(rs, cpuIn(ph)))
+	m.TripsPerMsg = median(collect(rs, tripsIn(ph)))
 	return m
 }
 

@@ -165,6 +165,7 @@ func (f *Fetcher) releaseKept(ctx context.Context, stale []*store.Delivery) erro
 // starts or joins; ctx.Err() when ctx ends first (taking nothing for the
 // caller), store.ErrClosed after Close.
 func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error) {
+	waited := false // for a fetch: what is held then is its result
 	for {
 		f.mu.Lock()
 		if f.closed {
@@ -184,6 +185,12 @@ func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error)
 			f.held = f.held[k:]
 			f.mu.Unlock()
 			f.releaseIDs(ctx, out)
+			if !waited {
+				// Kept from an earlier fetch, handed out without a take:
+				// the acks waiting for one (Run's, whose slots these
+				// messages may fill) go alone rather than wait.
+				RidesOf(f.src).Pause()
+			}
 			return out, nil
 		}
 		if f.running == nil {
@@ -202,6 +209,7 @@ func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error)
 		done := f.running
 		f.waiting++
 		f.mu.Unlock()
+		waited = true
 		select {
 		case <-done:
 		case <-ctx.Done():

@@ -24,11 +24,31 @@ type ShardSource struct {
 	// a blocking pop fails on them, so it pops from the others). Used only
 	// by the fetch in progress, one at a time.
 	broken map[string]bool
+
+	// rides are the acks that ride on its next take (AtLeastOnce, the
+	// queue's fixed lane order: TakeShared); nil otherwise.
+	rides *Rides
 }
 
 // NewShardSource is the source of a consumer of the one shard s.
 func NewShardSource(s *store.Shard, opts FetchOptions, bg context.Context, report func(error)) *ShardSource {
-	return &ShardSource{s: s, opts: opts.withDefaults(), bg: bg, report: report}
+	ss := &ShardSource{s: s, opts: opts.withDefaults(), bg: bg, report: report}
+	if s.Config().Mode == store.AtLeastOnce && opts.Weights == nil && s.Config().WaitReplicas <= 0 {
+		// (With WaitReplicas an ack waits for its replicas, apart from
+		// the take: riding would only make it wait for the take too.)
+		ss.rides = newRides(s, ss.opts.CallTimeout)
+	}
+	return ss
+}
+
+// RidesOf is where acks may ride on src's next take: nil unless src is a
+// ShardSource of an AtLeastOnce queue without Weights nor WaitReplicas. (A sharded queue's
+// fan-in and a MultiConsumer take from several shards: their acks go alone.)
+func RidesOf(src Source) *Rides {
+	if ss, ok := src.(*ShardSource); ok {
+		return ss.rides
+	}
+	return nil
 }
 
 // PopsLanes reports whether src's fetch waits in a blocking pop on the lanes
@@ -182,8 +202,12 @@ func (ss *ShardSource) fetchLeased(n int, lease time.Duration, wanted func() boo
 	q, o := ss.s, ss.opts
 	takeOnce := func() store.Taken {
 		if o.Weights == nil {
-			// The queue's fixed order: merged with its other consumers' takes.
-			return q.TakeShared(ss.bg, n, lease)
+			// The queue's fixed order: merged with its other consumers'
+			// takes, the acks pending riding on it.
+			rides := ss.rides.take()
+			r := q.TakeShared(ss.bg, n, lease, reqs(rides))
+			done(rides, r.AckErrs)
+			return r
 		}
 		// Not derived from bg: a take abandoned by Close would lease a
 		// message nobody holds until its lease ran out. It ends by itself.
@@ -210,6 +234,7 @@ func (ss *ShardSource) fetchLeased(n int, lease time.Duration, wanted func() boo
 			if r.Err != nil || len(r.Deliveries) > 0 || r.Limited <= 0 {
 				return r.Deliveries, r.Err
 			}
+			ss.rides.Pause()
 			t := time.NewTimer(min(r.Limited, o.BlockTimeout))
 			select {
 			case <-t.C:
@@ -229,6 +254,7 @@ func (ss *ShardSource) fetchLeased(n int, lease time.Duration, wanted func() boo
 		return ds, err
 	}
 	for {
+		ss.rides.Pause() // nothing to take: no take comes soon
 		ctx, cancel := context.WithTimeout(ss.bg, o.BlockTimeout+store.BlockMargin)
 		woken, err := q.WaitWake(ctx, o.BlockTimeout)
 		cancel()

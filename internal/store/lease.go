@@ -91,7 +91,8 @@ func fill(errs []error, err error) []error {
 // and when the group waits at its limit its markers go back (unpark.lua).
 func (s *Shard) ack(ctx context.Context, reqs []AckReq) []error {
 	if !slices.ContainsFunc(reqs, func(r AckReq) bool { return r.Caller }) {
-		return s.ackPipelined(ctx, reqs)
+		errs, _ := s.ackPipelined(ctx, reqs, nil)
+		return errs
 	}
 	removed := make([]int, len(reqs))
 	args := make([]string, 0, 2+3*len(reqs))
@@ -128,7 +129,13 @@ func (s *Shard) ack(ctx context.Context, reqs []AckReq) []error {
 // A command a cluster node refused because the shard's slot is moving did not
 // run, and goes again after a wait (until ctx ends): a ZREM with its HDEL, or
 // the HDEL alone of an ack that won.
-func (s *Shard) ackPipelined(ctx context.Context, reqs []AckReq) []error {
+//
+// extra, when not nil, goes last in the first pipeline (a take the acks ride
+// on: see takeRiding), whose error it returns beside the acks' (nil, an
+// error reply of one of its commands, or the call's: then extra's receiver
+// must not be read). extra's own error reply, if its receiver keeps it
+// (ownReply), is no ack's.
+func (s *Shard) ackPipelined(ctx context.Context, reqs []AckReq, extra radix.Action) (errs []error, first error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -142,7 +149,7 @@ func (s *Shard) ackPipelined(ctx context.Context, reqs []AckReq) []error {
 	for i := range jobs {
 		jobs[i] = job{i: i, zrem: true}
 	}
-	errs := make([]error, len(reqs))
+	errs = make([]error, len(reqs))
 	wait := 5 * time.Millisecond
 	var unpark []string // groups whose ack won while they waited at their limit
 	for round := 0; len(jobs) > 0; round++ {
@@ -168,15 +175,21 @@ func (s *Shard) ackPipelined(ctx context.Context, reqs []AckReq) []error {
 			// depend on the ZREMs, so an ack that lost its lease counts too
 			// (rare: rates, not accounts).
 			p.Append(radix.Cmd(nil, "HINCRBY", s.k.counts, countAcked, strconv.Itoa(len(reqs))))
+			if extra != nil {
+				p.Append(extra)
+			}
 		}
 		werr, notRepl := s.writeWait(ctx, p)
+		if round == 0 {
+			first = werr
+		}
 		if werr != nil && !isReply(werr) {
 			for _, jb := range jobs {
 				if jb.zrem {
 					errs[jb.i] = fmt.Errorf("prioq: ack in %q: %w", s.name, werr)
 				}
 			}
-			return errs
+			return errs, first
 		}
 		redirected := isRedirect(werr)
 		var redo []job
@@ -218,7 +231,7 @@ func (s *Shard) ackPipelined(ctx context.Context, reqs []AckReq) []error {
 			s.cfg.Logger.WarnContext(ctx, "prioq: putting back groups waiting at their limit", "queue", s.name, "groups", unpark, "error", err)
 		}
 	}
-	return errs
+	return errs, first
 }
 
 // bury moves a delivery that cannot be decoded to the dead-letter list with

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"path"
@@ -207,9 +209,13 @@ func luaCode(src string, fn func(text string, isCode bool)) {
 // deadline passes. fencePrelude takes the fence off KEYS again, so the
 // script's own text never sees it. A script has no Cmd of its own: it runs
 // through shard.eval, or not at all.
+//
+// sha is the text's SHA1, for an EVALSHA inside a pipeline (a take that
+// carries acks: ridingCmd), where radix's EvalScript cannot go.
 type script struct {
 	es   radix.EvalScript
 	name string // its function's, in the library (funcs.go)
+	sha  string
 }
 
 // fencePrelude runs first in a fenced script: the fence is the last key.
@@ -219,7 +225,9 @@ const fencePrelude = "table.remove(KEYS) -- the fence (keys.go): declared, never
 // (funcs.go); growing: its first write may grow memory (see funcs.go).
 func newFenced(name, src string, growing bool) script {
 	fencedDefs = append(fencedDefs, fencedDef{name: name, src: src, growing: growing})
-	return script{es: radix.NewEvalScript(fencePrelude + scriptText(src)), name: name}
+	text := fencePrelude + scriptText(src)
+	sum := sha1.Sum([]byte(text))
+	return script{es: radix.NewEvalScript(text), name: name, sha: hex.EncodeToString(sum[:])}
 }
 
 // The scripts that are not fenced declare every key they touch: open.lua,

@@ -83,6 +83,10 @@ type Shard struct {
 	cfg  *Config // the queue's, defaults applied; read-only after Open
 	k    KeySet
 
+	// rideEvalsha: the take that carries acks (ride.go) goes as EVALSHA,
+	// its node having refused FCALL once (a pipeline cannot ask first).
+	rideEvalsha atomic.Bool
+
 	// Merged calls: single enqueues (producer.go), acks of messages with
 	// generated ids (a pipeline) and with caller ids (ack.lua) (lease.go),
 	// takes (take.go).
@@ -123,7 +127,7 @@ func newShard(c Client, name string, cfg *Config, k KeySet) *Shard {
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
 	s.idAcks = &coalescer[AckReq, error]{size: func(AckReq) int { return 1 },
 		maxItems: maxMergedAcks, maxBytes: maxMergedAcks, timeout: cfg.CallTimeout}
-	s.takes.byLease = make(map[time.Duration]*coalescer[int, takeResult])
+	s.takes.byLease = make(map[time.Duration]*coalescer[takeAsk, takeResult])
 	return s
 }
 

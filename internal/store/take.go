@@ -101,8 +101,27 @@ type takeReply struct {
 	limited time.Duration
 }
 
+// takeCall is one call of take.lua: its keys and arguments, and what reading
+// its reply needs.
+type takeCall struct {
+	a          takeArgs
+	keys, args []string
+	guessed    bool      // a lists take that guessed its lane: remember where it found work
+	start      time.Time // before the call: the deliveries' deadlines count from it
+}
+
 // takeFrom runs take.lua with a; see take.
-func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err error) {
+func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (takeReply, error) {
+	tc := s.takeCallOf(a)
+	var raw [][]byte
+	if err := s.do(ctx, s.eval(takeScript, &raw, tc.keys, tc.args...)); err != nil {
+		return takeReply{}, fmt.Errorf("prioq: take from %q: %w", s.name, err)
+	}
+	return s.takeReplyOf(ctx, tc, raw)
+}
+
+// takeCallOf is the call of take.lua for a.
+func (s *Shard) takeCallOf(a takeArgs) takeCall {
 	// The filled index serves a take over every lane, highest first, with
 	// no floor, no lane limit and no top asked: KEYS[5] is then the index.
 	viaFilled := a.guess && s.filled() && a.popLanes == 0 && a.floor == "" && !a.top
@@ -141,12 +160,13 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 		args[0] = fmtInt(leaseMs(a.lease))
 	}
 
-	// The reply (take.lua): status, the wait or the best priority left, the
-	// keys passed by, then the pairs.
-	var raw [][]byte
-	if err := s.do(ctx, s.eval(takeScript, &raw, keys, args...)); err != nil {
-		return r, fmt.Errorf("prioq: take from %q: %w", s.name, err)
-	}
+	return takeCall{a: a, keys: keys, args: args, guessed: guessed, start: start}
+}
+
+// takeReplyOf reads the reply of tc (take.lua's): status, the wait or the
+// best priority left, the keys passed by, then the pairs.
+func (s *Shard) takeReplyOf(ctx context.Context, tc takeCall, raw [][]byte) (r takeReply, err error) {
+	a := tc.a
 	if len(raw) < 3 {
 		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
 	}
@@ -177,7 +197,7 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	if len(raw)%2 != 0 {
 		return r, fmt.Errorf("prioq: take from %q: %w: %d reply items", s.name, ErrScript, len(raw))
 	}
-	deadline := start.Add(a.lease)
+	deadline := tc.start.Add(a.lease)
 	for i := 0; i < len(raw); i += 2 {
 		first, member := string(raw[i]), raw[i+1]
 		e, derr := s.decodeLaneEntry(member)
@@ -212,7 +232,7 @@ func (s *Shard) takeFrom(ctx context.Context, a takeArgs) (r takeReply, err erro
 	var late []error
 	r.msgs, late = s.lateOnes(ctx, r.msgs)
 	r.dropped = append(r.dropped, late...)
-	if n := len(r.msgs); guessed && n > 0 {
+	if n := len(r.msgs); tc.guessed && n > 0 {
 		if l, err := s.cfg.Layout.laneOf(r.msgs[n-1].Priority); err == nil {
 			s.lastLane.Store(int32(l) + 1)
 		}
@@ -247,23 +267,42 @@ func (s *Shard) logBrokenLanes(ctx context.Context, keys string) {
 // after it queued, is dropped and returns an error; one sent is waited for
 // whatever ctx does, because its leased messages must reach their asker
 // (each merged call has CallTimeout).
-func (s *Shard) takeMerged(ctx context.Context, n int, lease time.Duration) takeResult {
+//
+// acks ride on the take (takeRiding): their errors come back in the
+// result's ackErrs, one per ack. A take dropped before it was sent sends
+// its acks alone, so that no ack is lost with it.
+func (s *Shard) takeMerged(ctx context.Context, n int, lease time.Duration, acks []AckReq) takeResult {
 	s.takes.mu.Lock()
 	c := s.takes.byLease[lease]
 	if c == nil {
-		c = &coalescer[int, takeResult]{size: func(n int) int { return n }, maxItems: MaxBatch, maxBytes: MaxBatch,
+		c = &coalescer[takeAsk, takeResult]{size: func(a takeAsk) int { return a.n }, maxItems: MaxBatch, maxBytes: MaxBatch,
 			timeout: s.cfg.CallTimeout, keepSent: true}
 		s.takes.byLease[lease] = c
 	}
 	s.takes.mu.Unlock()
-	run := func(ctx context.Context, ns []int) []takeResult { return s.takeFor(ctx, ns, lease) }
-	return c.do(ctx, n, run, func(err error) takeResult { return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)} })
+	run := func(ctx context.Context, asks []takeAsk) []takeResult { return s.takeFor(ctx, asks, lease) }
+	r := c.do(ctx, takeAsk{n: n, acks: acks}, run, func(err error) takeResult {
+		return takeResult{err: fmt.Errorf("prioq: take from %q: %w", s.name, err)}
+	})
+	if len(acks) > 0 && r.ackErrs == nil { // not sent
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
+		r.ackErrs = s.ack(actx, acks)
+		cancel()
+	}
+	return r
 }
 
 // takeMergers holds a queue's take coalescers, one per lease duration.
 type takeMergers struct {
 	mu      sync.Mutex
-	byLease map[time.Duration]*coalescer[int, takeResult]
+	byLease map[time.Duration]*coalescer[takeAsk, takeResult]
+}
+
+// takeAsk is one asker's part of a merged take: how many messages it wants,
+// and the acks that ride on the take.
+type takeAsk struct {
+	n    int
+	acks []AckReq
 }
 
 type takeResult struct {
@@ -271,28 +310,34 @@ type takeResult struct {
 	limited time.Duration // takeReply's: the queue is at its rate limit
 	dropped []error       // takeReply's (AtMostOnce), given to one asker only
 	err     error
+	ackErrs []error // one per ack of the asker's takeAsk; nil for none, or unsent
 }
 
-// takeFor makes one take for askers wanting ns[i] messages each and shares
-// out what it got, in order.
-func (s *Shard) takeFor(ctx context.Context, ns []int, lease time.Duration) []takeResult {
+// takeFor makes one take for askers and shares out what it got, in order,
+// with their acks riding on it.
+func (s *Shard) takeFor(ctx context.Context, asks []takeAsk, lease time.Duration) []takeResult {
 	total := 0
-	for _, n := range ns {
-		total += n
+	var acks []AckReq
+	for _, a := range asks {
+		total += a.n
+		acks = append(acks, a.acks...)
 	}
-	out := make([]takeResult, len(ns))
-	r, err := s.takeFrom(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease, guess: true})
+	out := make([]takeResult, len(asks))
+	r, ackErrs, err := s.takeRiding(ctx, takeArgs{lanes: s.k.highFirst, n: min(total, MaxBatch), lease: lease, guess: true}, acks)
 	msgs := r.msgs
 	// AtMostOnce (a Range queue of format 4): an entry that did not decode
 	// left Redis with the pop and goes nowhere. The first asker's consumer
 	// reports it (OnError), once, as a blocking pop's fetch does.
 	out[0].dropped = r.dropped
-	for i, n := range ns {
+	for i, a := range asks {
+		if len(a.acks) > 0 {
+			out[i].ackErrs, ackErrs = ackErrs[:len(a.acks):len(a.acks)], ackErrs[len(a.acks):]
+		}
 		if err != nil {
 			out[i].err = err
 			continue
 		}
-		k := min(n, len(msgs))
+		k := min(a.n, len(msgs))
 		out[i].msgs, msgs = msgs[:k:k], msgs[k:]
 		out[i].limited = r.limited
 	}

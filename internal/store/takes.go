@@ -69,15 +69,20 @@ type Taken struct {
 	Limited    time.Duration // TakeReply's
 	Dropped    []error       // TakeReply's (AtMostOnce), given to one asker only
 	Err        error
+	// AckErrs are the errors of the acks that rode on the take, one per
+	// ack, as Ack's (nil, ErrLeaseLost, ErrNotReplicated, the call's).
+	AckErrs []error
 }
 
 // TakeShared is a take of up to n messages over the queue's fixed lane order
 // (HighFirst), merged with the takes of the queue's other consumers (same
 // lease) in flight at the same time: one script call pops for all of them,
-// each gets its own messages (see takeMerged).
-func (s *Shard) TakeShared(ctx context.Context, n int, lease time.Duration) Taken {
-	r := s.takeMerged(ctx, n, lease)
-	return Taken{Deliveries: r.msgs, Limited: r.limited, Dropped: r.dropped, Err: r.err}
+// each gets its own messages (see takeMerged). acks ride on it: they are
+// made in the same round trip (ride.go), each with its own outcome, made
+// whatever becomes of the take.
+func (s *Shard) TakeShared(ctx context.Context, n int, lease time.Duration, acks []AckReq) Taken {
+	r := s.takeMerged(ctx, n, lease, acks)
+	return Taken{Deliveries: r.msgs, Limited: r.limited, Dropped: r.dropped, Err: r.err, AckErrs: r.ackErrs}
 }
 
 // RandomID is a random id (20 hex digits), such as a lease token's suffix: for

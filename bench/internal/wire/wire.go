@@ -36,7 +36,10 @@ type Throughput struct {
 	Duplicates int64   `json:"duplicates"`
 	CmdsPerMsg float64 `json:"commands_per_message"`
 	CPUPerMsg  float64 `json:"cpu_us_per_message"`
-	TimedOut   bool    `json:"timed_out"`
+	// TripsPerMsg is the round trips (client calls: a pipeline is one) the
+	// bench's client made per message, producers and consumers together.
+	TripsPerMsg float64 `json:"round_trips_per_message,omitempty"`
+	TimedOut    bool    `json:"timed_out"`
 }
 
 // Latency summarizes samples, in milliseconds.
