@@ -128,7 +128,7 @@ func TestScheduleExactlyOnceUnderKills(t *testing.T) {
 // missing; a tick whose fire the dead primary had not replicated fires
 // again on the new one, and is counted (docs/schedules.md says so): the
 // count is reported, not asserted to be zero.
-func TestScheduleClusterFailover(t *testing.T) {
+func TestClusterScheduleFailover(t *testing.T) {
 	leakCheck(t)
 	c := newTestCluster(t, 3, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
