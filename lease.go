@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,9 +38,17 @@ func (m *Message) Ack(ctx context.Context) error {
 	if Outcome(m.finished.Load()) == OutcomeAcked {
 		return nil // acked already: nothing to do, no round trip
 	}
-	err := m.d.Shard().Ack(ctx, m.d.Req())
+	var err error
+	if m.keepsRecord() {
+		err = m.ackKeeping(ctx) // fenced with its record (retain.go)
+	} else {
+		err = m.d.Shard().Ack(ctx, m.d.Req())
+	}
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+		if !m.keepsRecord() {
+			m.dropProgress(ctx)
+		}
 	}
 	return err
 }
@@ -121,6 +130,13 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 			todo, at = append(todo, m), append(at, i)
 		}
 	}
+	if slices.ContainsFunc(todo, (*Message).alone) {
+		// A record or a progress to drop: each alone (retain.go).
+		for i, m := range todo {
+			errs[at[i]] = m.Ack(ctx)
+		}
+		return errs
+	}
 	switch len(todo) {
 	case 0:
 	case 1:
@@ -165,8 +181,12 @@ func (m *Message) fail(ctx context.Context, after time.Duration, reason, op stri
 	switch {
 	case code == store.FailCodeDead:
 		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
+		m.keepDead(ctx, reason)
 	case code == store.FailCodeRequeued:
 		m.finished.CompareAndSwap(0, int32(OutcomeRetried))
+	}
+	if code != store.FailCodeLost {
+		m.dropProgress(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("prioq: %s %q: %w", op, m.ID, err)

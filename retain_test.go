@@ -1,0 +1,319 @@
+package prioq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// receiveOne takes one message of q with lease.
+func receiveOne(t *testing.T, ctx context.Context, q *Queue, lease time.Duration) *Message {
+	t.Helper()
+	c := newConsumer(t, q, ConsumerConfig{Lease: lease, BlockTimeout: time.Second})
+	m, err := c.Receive(ctx)
+	require.NoError(t, err)
+	return m
+}
+
+// A result given with SetResult is written by the ack and read back by
+// Result and Message (state finished); an ack without one on a queue that
+// retains nothing leaves nothing.
+func TestResultWrittenByTheAck(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		t.Run("shards"+strconv.Itoa(shards), func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, newClient(t), Config{Shards: shards})
+			id, err := q.Enqueue(ctx, []byte("job"))
+			require.NoError(t, err)
+			plain, err := q.Enqueue(ctx, []byte("plain"))
+			require.NoError(t, err)
+			c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second})
+			for range 2 {
+				m, err := c.Receive(ctx)
+				require.NoError(t, err)
+				if m.ID == id {
+					require.NoError(t, m.SetResult([]byte("forty-two")))
+				}
+				require.NoError(t, m.Ack(ctx))
+			}
+			r, err := q.Result(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, "forty-two", string(r.Value))
+			assert.Equal(t, OutcomeAcked, r.Outcome)
+			assert.Equal(t, 1, r.Attempts)
+			assert.False(t, r.FinishedAt.IsZero())
+			st, err := q.Message(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, MessageFinished, st.State)
+			require.True(t, st.Finished != nil)
+			assert.Equal(t, "forty-two", string(st.Finished.Value))
+			_, err = q.Result(ctx, plain)
+			assert.ErrorIs(t, err, ErrNotFound)
+			_, err = q.Message(ctx, plain)
+			assert.ErrorIs(t, err, ErrNotFound)
+		})
+	}
+}
+
+// A handler whose lease was lost cannot write its result: its ack fails
+// with ErrLeaseLost and nothing is stored, while the holder of the new
+// lease writes its own.
+func TestResultOnlyByTheLeaseHolder(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, newClient(t), Config{})
+	id, err := q.Enqueue(ctx, []byte("job"))
+	require.NoError(t, err)
+	first := receiveOne(t, ctx, q, MinDuration)
+	time.Sleep(MinDuration + 50*time.Millisecond)
+	second := receiveOne(t, ctx, q, time.Minute) // the expired lease comes back
+	require.Equal(t, id, second.ID)
+	require.NoError(t, first.SetResult([]byte("stale")))
+	assert.ErrorIs(t, first.Ack(ctx), ErrLeaseLost)
+	_, err = q.Result(ctx, id)
+	require.ErrorIs(t, err, ErrNotFound, "a stale holder's result is refused")
+	st, err := q.Message(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, MessageInFlight, st.State, "the stale ack ended nothing")
+	require.NoError(t, second.SetResult([]byte("fresh")))
+	require.NoError(t, second.Ack(ctx))
+	r, err := q.Result(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "fresh", string(r.Value))
+	assert.Equal(t, 2, r.Attempts)
+}
+
+// With Config.Retain every ack and dead-lettering leaves a record: the
+// outcome, the last error; Message finds each state by id, a finished one
+// last.
+func TestRetainKeepsAckedAndDead(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	q := openQueue(t, newClient(t), Config{Retain: Retention{Max: 100, For: time.Hour}, MaxAttempts: 1})
+	ok, err := q.Enqueue(ctx, []byte("ok"), Priority(2))
+	require.NoError(t, err)
+	bad, err := q.Enqueue(ctx, []byte("bad"), Priority(1))
+	require.NoError(t, err)
+	c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second})
+	m, err := c.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ok, m.ID)
+	require.NoError(t, m.Ack(ctx))
+	m, err = c.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Retry(ctx, 0, "it broke"))
+	r, err := q.Result(ctx, ok)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeAcked, r.Outcome)
+	assert.True(t, r.Value == nil)
+	r, err = q.Result(ctx, bad)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeDeadLettered, r.Outcome)
+	assert.Equal(t, "it broke", r.Error)
+	st, err := q.Message(ctx, bad)
+	require.NoError(t, err)
+	assert.Equal(t, MessageDead, st.State, "a live place before the record")
+	st, err = q.Message(ctx, ok)
+	require.NoError(t, err)
+	assert.Equal(t, MessageFinished, st.State)
+}
+
+// Trimming: by count, the oldest go first and exactly Max stay; by age,
+// records past For are gone from the keys after the next write and are
+// never read meanwhile.
+func TestRetainTrimsByCountAndAge(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Retain: Retention{Max: 5, For: time.Hour}})
+	ids := ackN(t, ctx, q, 8)
+	assert.Equal(t, 5, zcard(t, cl, q, "done"))
+	assert.Equal(t, 5, hlen(t, cl, q, "res"))
+	for i, id := range ids {
+		_, err := q.Result(ctx, id)
+		if i < 3 {
+			assert.ErrorIs(t, err, ErrNotFound, "%s trimmed", id)
+		} else {
+			assert.NoError(t, err, id)
+		}
+	}
+
+	q2, err := Open(ctx, cl, q.Name()+"-age", Config{Retain: Retention{Max: 100, For: MinDuration}})
+	require.NoError(t, err)
+	old := ackN(t, ctx, q2, 3)
+	time.Sleep(MinDuration + 20*time.Millisecond)
+	_, err = q2.Result(ctx, old[0])
+	assert.ErrorIs(t, err, ErrNotFound, "past For: not read even before a trim")
+	fresh := ackN(t, ctx, q2, 1)
+	assert.Equal(t, 1, zcard(t, cl, q2, "done"))
+	assert.Equal(t, 1, hlen(t, cl, q2, "res"))
+	_, err = q2.Result(ctx, fresh[0])
+	assert.NoError(t, err)
+}
+
+// ackN enqueues and acks n messages of q, one at a time, in order.
+func ackN(t *testing.T, ctx context.Context, q *Queue, n int) []string {
+	t.Helper()
+	c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second})
+	var ids []string
+	for range n {
+		id, err := q.Enqueue(ctx, []byte("x"))
+		require.NoError(t, err)
+		m, err := c.Receive(ctx)
+		require.NoError(t, err)
+		require.Equal(t, id, m.ID)
+		require.NoError(t, m.Ack(ctx))
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func zcard(t *testing.T, c radix.Client, q *Queue, key string) int {
+	var n int
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&n, "ZCARD", "prioq:{"+q.Name()+"}:"+key)))
+	return n
+}
+
+func hlen(t *testing.T, c radix.Client, q *Queue, key string) int {
+	var n int
+	require.NoError(t, c.Do(context.Background(), radix.Cmd(&n, "HLEN", "prioq:{"+q.Name()+"}:"+key)))
+	return n
+}
+
+// The memory a retained record costs: MEMORY USAGE of the two keys over
+// 1,000 records of 100-byte results (logged; bounds are the trimming's).
+func TestRetainMemoryPerRecord(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Retain: Retention{Max: 1000, For: time.Hour}})
+	const n = 1000
+	for i := range n {
+		_, err := q.Enqueue(ctx, []byte("x"))
+		require.NoError(t, err)
+		_ = i
+	}
+	c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second})
+	for range n {
+		m, err := c.Receive(ctx)
+		require.NoError(t, err)
+		require.NoError(t, m.SetResult(make([]byte, 100)))
+		require.NoError(t, m.Ack(ctx))
+	}
+	var done, res int
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&done, "MEMORY", "USAGE", "prioq:{"+q.Name()+"}:done", "SAMPLES", "0")))
+	require.NoError(t, cl.Do(ctx, radix.Cmd(&res, "MEMORY", "USAGE", "prioq:{"+q.Name()+"}:res", "SAMPLES", "0")))
+	assert.Equal(t, n, zcard(t, cl, q, "done"))
+	t.Logf("retained record with a 100-byte result: %d bytes (done %d + res %d over %d)", (done+res)/n, done/n, res/n, n)
+}
+
+// WaitResult returns the record once the ack is made, a record made before
+// the call at once, and ctx's error when none comes.
+func TestWaitResult(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run("shards"+strconv.Itoa(shards), func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, newClient(t), Config{Shards: shards})
+			id, err := q.Enqueue(ctx, []byte("job"), ID("caller-"+strconv.Itoa(shards)))
+			require.NoError(t, err)
+			m := receiveOne(t, ctx, q, time.Minute)
+			got := make(chan Result, 2)
+			var wg sync.WaitGroup
+			for range 2 { // two waiters: both wake
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := q.WaitResult(ctx, id)
+					assert.NoError(t, err)
+					got <- r
+				}()
+			}
+			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-got:
+				t.Fatal("WaitResult returned before the ack")
+			default:
+			}
+			require.NoError(t, m.SetResult([]byte("done")))
+			require.NoError(t, m.Ack(ctx))
+			wg.Wait()
+			assert.Equal(t, "done", string((<-got).Value))
+			assert.Equal(t, "done", string((<-got).Value))
+			r, err := q.WaitResult(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, "done", string(r.Value))
+
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err = q.WaitResult(short, "never")
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Less(t, time.Since(start), 3*time.Second)
+		})
+	}
+}
+
+// Progress is recorded while the lease is current, shown by Message, and
+// refused with ErrLeaseLost once the lease is gone; the ack drops it.
+func TestProgressFencedByTheLease(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run("shards"+strconv.Itoa(shards), func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			cl := newClient(t)
+			q := openQueue(t, cl, Config{Shards: shards})
+			id, err := q.Enqueue(ctx, []byte("job"))
+			require.NoError(t, err)
+			m := receiveOne(t, ctx, q, time.Minute)
+			require.NoError(t, m.Progress(ctx, 40, "halfway-ish"))
+			st, err := q.Message(ctx, id)
+			require.NoError(t, err)
+			require.True(t, st.Progress != nil)
+			assert.Equal(t, 40, st.Progress.Percent)
+			assert.Equal(t, "halfway-ish", st.Progress.Note)
+			assert.ErrorIs(t, m.Progress(ctx, 101, ""), ErrInvalidOption)
+			require.NoError(t, m.Ack(ctx))
+			assert.ErrorIs(t, m.Progress(ctx, 50, "after"), ErrLeaseLost)
+			var n int
+			require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "EXISTS", progKey(q, id, m.token()))))
+			assert.Equal(t, 0, n, "the ack dropped the progress")
+		})
+	}
+}
+
+func progKey(q *Queue, id, tok string) string {
+	return q.shards[q.shardOf(id)].Keys().Prog(tok)
+}
+
+// Run's handler gives a result and reports progress; the result is read
+// through a MultiConsumer too.
+func TestResultUnderRunAndMulti(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t)
+	q := openQueue(t, cl, Config{Shards: 2})
+	id, err := q.Enqueue(ctx, []byte("7"))
+	require.NoError(t, err)
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}, Consumer: ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second}})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- mc.Run(rctx, func(ctx context.Context, m *Message) error {
+			if err := m.Progress(ctx, 50, "squaring"); err != nil {
+				return err
+			}
+			n, _ := strconv.Atoi(string(m.Payload))
+			return m.SetResult([]byte(fmt.Sprint(n * n)))
+		})
+	}()
+	r, err := q.WaitResult(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "49", string(r.Value))
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
