@@ -317,3 +317,54 @@ func TestResultUnderRunAndMulti(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An ack with a record ends a group's lease as the plain ack does (its
+// parked next message comes back), and releases a caller's id (enqueued
+// again after), on one shard and on several.
+func TestResultAckOfGroupAndCallerID(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run("shards"+strconv.Itoa(shards), func(t *testing.T) {
+			ctx := ctxT(t, 20*time.Second)
+			cl := newClient(t)
+			q := openQueue(t, cl, Config{Shards: shards, Retain: Retention{Max: 10, For: time.Hour}})
+			require.NoError(t, q.SetGroupLimit(ctx, "g", GroupLimit{Concurrency: 1}))
+			var ids []string
+			for range 2 { // generated ids: a caller's id with a group needs one shard
+				id, err := q.Enqueue(ctx, []byte("x"), Group("g"))
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+			c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, BlockTimeout: 200 * time.Millisecond})
+			m, err := c.Receive(ctx)
+			require.NoError(t, err)
+			require.Equal(t, ids[0], m.ID)
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = c.Receive(short)
+			cancel()
+			require.Error(t, err, "g-2 waits for g's only slot")
+			require.NoError(t, m.SetResult([]byte("one")))
+			require.NoError(t, m.Ack(ctx))
+			if shards == 1 {
+				var n int
+				require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "SCARD", "prioq:{"+q.Name()+"}:gleases:g")))
+				assert.Equal(t, 0, n, "the ack took its token out of the group's leases")
+			}
+			m, err = c.Receive(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, ids[1], m.ID, "the group's slot came back with the ack")
+			require.NoError(t, m.Ack(ctx))
+
+			_, err = q.Enqueue(ctx, []byte("mine"), ID("mine"))
+			require.NoError(t, err)
+			m, err = c.Receive(ctx)
+			require.NoError(t, err)
+			require.NoError(t, m.SetResult([]byte("r")))
+			require.NoError(t, m.Ack(ctx))
+			_, err = q.Enqueue(ctx, []byte("again"), ID("mine"))
+			require.NoError(t, err, "the caller's id was released by the ack")
+			st, err := q.Message(ctx, "mine")
+			require.NoError(t, err)
+			assert.Equal(t, MessageReady, st.State, "live again: found before its record")
+		})
+	}
+}
