@@ -33,6 +33,7 @@ func ExampleQueue_WaitResult() {
 	if err != nil {
 		panic(err)
 	}
+	defer cons.Close(ctx)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go cons.Run(rctx, func(ctx context.Context, m *prioq.Message) error {

@@ -346,7 +346,7 @@ func TestResultAckOfGroupAndCallerID(t *testing.T) {
 			require.NoError(t, m.Ack(ctx))
 			if shards == 1 {
 				var n int
-				require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "SCARD", "prioq:{"+q.Name()+"}:gleases:g")))
+				require.NoError(t, cl.Do(ctx, radix.Cmd(&n, "SISMEMBER", "prioq:{"+q.Name()+"}:gleases:g", m.token())))
 				assert.Equal(t, 0, n, "the ack took its token out of the group's leases")
 			}
 			m, err = c.Receive(ctx)
