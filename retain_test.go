@@ -417,3 +417,20 @@ func TestRetainFoundWhileRunning(t *testing.T) {
 	}
 	t.Logf("states seen while running: %v", states)
 }
+
+// Bad retention bounds are refused by Open; an AtMostOnce message has no
+// ack to carry a result or fence a progress.
+func TestRetainBadInput(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	cl := newClient(t)
+	for _, r := range []Retention{{Max: -1}, {For: -time.Second}, {Max: 5, For: time.Nanosecond}} {
+		_, err := Open(ctx, cl, queueName(t), Config{Retain: r})
+		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", r)
+	}
+	q := openQueue(t, cl, Config{Mode: AtMostOnce})
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	m := receiveOne(t, ctx, q, time.Minute)
+	assert.ErrorIs(t, m.SetResult([]byte("r")), ErrWrongMode)
+	assert.ErrorIs(t, m.Progress(ctx, 1, ""), ErrWrongMode)
+}
