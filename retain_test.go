@@ -289,15 +289,19 @@ func progKey(q *Queue, id, tok string) string {
 	return q.shards[q.shardOf(id)].Keys().Prog(tok)
 }
 
-// Run's handler gives a result and reports progress; the result is read
-// through a MultiConsumer too.
+// Run's handler gives a result and reports progress, through a
+// MultiConsumer over a sharded queue; the MultiConsumer's Config.Retain
+// keeps a record of a message given no result too.
 func TestResultUnderRunAndMulti(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	cl := newClient(t)
 	q := openQueue(t, cl, Config{Shards: 2})
 	id, err := q.Enqueue(ctx, []byte("7"))
 	require.NoError(t, err)
-	mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}, Consumer: ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second}})
+	plain, err := q.Enqueue(ctx, []byte("none"))
+	require.NoError(t, err)
+	mc := newMulti(t, cl, MultiConfig{Queues: []string{q.Name()}, Queue: Config{Retain: Retention{Max: 10}},
+		Consumer: ConsumerConfig{Lease: time.Minute, BlockTimeout: time.Second}})
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -305,13 +309,20 @@ func TestResultUnderRunAndMulti(t *testing.T) {
 			if err := m.Progress(ctx, 50, "squaring"); err != nil {
 				return err
 			}
-			n, _ := strconv.Atoi(string(m.Payload))
+			n, err := strconv.Atoi(string(m.Payload))
+			if err != nil {
+				return nil
+			}
 			return m.SetResult([]byte(fmt.Sprint(n * n)))
 		})
 	}()
 	r, err := q.WaitResult(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "49", string(r.Value))
+	r, err = q.WaitResult(ctx, plain)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeAcked, r.Outcome)
+	assert.True(t, r.Value == nil)
 	stop()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
