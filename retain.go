@@ -84,7 +84,7 @@ func (m *Message) keepDead(ctx context.Context, reason string) {
 	if cfg.Retain.Max == 0 {
 		return
 	}
-	if err := m.d.Shard().Keep(ctx, m.ID, m.finishRecord(store.RecordDead, reason), cfg.Retain); err != nil {
+	if err := m.d.Shard().KeepRecord(ctx, m.ID, m.finishRecord(store.RecordDead, reason), cfg.Retain); err != nil {
 		cfg.Logger.WarnContext(ctx, "prioq: keeping a dead letter's record", "queue", m.Queue(), "id", m.ID, "error", err)
 	}
 }

@@ -92,9 +92,9 @@ func (s *Shard) AckFinish(ctx context.Context, r AckReq, f Finish, keep Keep) er
 	return nil
 }
 
-// Keep writes f as the finished record of message id, whose lease another
-// call ended (a dead-lettering), and wakes its waiters.
-func (s *Shard) Keep(ctx context.Context, id string, f Finish, keep Keep) error {
+// KeepRecord writes f as the finished record of message id, whose lease
+// another call ended (a dead-lettering), and wakes its waiters.
+func (s *Shard) KeepRecord(ctx context.Context, id string, f Finish, keep Keep) error {
 	head, tail, rest := f.args(keep)
 	args := append([]string{s.kind(), strconv.Itoa(len(s.k.lanes)), "", id, "", "", head, tail}, rest...)
 	if err := s.write(ctx, s.eval(finishScript, nil, s.finishKeys(id, ""), args...)); err != nil {
@@ -104,32 +104,22 @@ func (s *Shard) Keep(ctx context.Context, id string, f Finish, keep Keep) error 
 }
 
 // Finished reads the finished record of id: false when there is none, or
-// it is past its time.
+// it is past its time (on this host's clock: a record's last moments may
+// be read or missed by a host whose clock is off).
 func (s *Shard) Finished(ctx context.Context, id string) (Record, bool, error) {
 	var raw []byte
-	var now []string
-	p := radix.NewPipeline()
-	p.Append(radix.Cmd(&raw, "HGET", s.k.res, id))
-	p.Append(radix.Cmd(&now, "TIME"))
-	if err := s.do(ctx, p); err != nil {
-		if IsWrongType(err) {
-			return Record{}, false, nil
+	if err := s.do(ctx, radix.Cmd(&raw, "HGET", s.k.res, id)); err != nil || raw == nil {
+		if err = dropWrongType(err); err != nil {
+			err = fmt.Errorf("prioq: finished record of %q in %q: %w", id, s.name, err)
 		}
-		return Record{}, false, fmt.Errorf("prioq: finished record of %q in %q: %w", id, s.name, err)
-	}
-	if raw == nil {
-		return Record{}, false, nil
+		return Record{}, false, err
 	}
 	rec, err := parseRecord(raw)
 	if err != nil {
 		return Record{}, false, fmt.Errorf("prioq: finished record of %q in %q: %w", id, s.name, err)
 	}
-	if len(now) == 2 {
-		sec, _ := strconv.ParseInt(now[0], 10, 64)
-		us, _ := strconv.ParseInt(now[1], 10, 64)
-		if time.Unix(sec, us*1000).After(rec.Until) {
-			return Record{}, false, nil
-		}
+	if time.Now().After(rec.Until) {
+		return Record{}, false, nil
 	}
 	return rec, true, nil
 }
