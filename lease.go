@@ -23,7 +23,9 @@ func (m *Message) leased() error {
 }
 
 // Ack marks the message done and deletes it: one round trip, two commands,
-// shared with the other acks of its queue in flight at the same time. Acking
+// shared with the other acks of its queue in flight at the same time; a
+// message given a result (SetResult), or of a queue with Config.Retain, is
+// acked alone by one script that writes its record in the same step. Acking
 // a message again after an Ack that succeeded returns nil at once, so a Run
 // handler may Ack itself and then return nil.
 // It fails with ErrLeaseLost, changing nothing, when the lease expired and the
@@ -131,11 +133,18 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 		}
 	}
 	if slices.ContainsFunc(todo, (*Message).alone) {
-		// A record or a progress to drop: each alone (retain.go).
+		// A record to write or a progress to drop: those go each alone
+		// (retain.go), the others merged as below.
+		var rest []*Message
+		var restAt []int
 		for i, m := range todo {
-			errs[at[i]] = m.Ack(ctx)
+			if m.alone() {
+				errs[at[i]] = m.Ack(ctx)
+			} else {
+				rest, restAt = append(rest, m), append(restAt, at[i])
+			}
 		}
-		return errs
+		todo, at = rest, restAt
 	}
 	switch len(todo) {
 	case 0:

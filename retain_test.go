@@ -445,3 +445,34 @@ func TestRetainBadInput(t *testing.T) {
 	assert.ErrorIs(t, m.SetResult([]byte("r")), ErrWrongMode)
 	assert.ErrorIs(t, m.Progress(ctx, 1, ""), ErrWrongMode)
 }
+
+// AckBatch acks messages with a record alone and the others merged: every
+// one acked, the records written for those that have one.
+func TestAckBatchWithResults(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, newClient(t), Config{})
+	for range 4 {
+		_, err := q.Enqueue(ctx, []byte("x"))
+		require.NoError(t, err)
+	}
+	c := newConsumer(t, q, ConsumerConfig{Lease: time.Minute})
+	msgs, err := c.ReceiveBatch(ctx, 4)
+	require.NoError(t, err)
+	require.Len(t, msgs, 4)
+	require.NoError(t, msgs[1].SetResult([]byte("one")))
+	require.NoError(t, msgs[3].SetResult([]byte("three")))
+	for i, err := range AckBatch(ctx, msgs...) {
+		require.NoError(t, err, i)
+	}
+	for i, m := range msgs {
+		r, err := q.Result(ctx, m.ID)
+		if i%2 == 0 {
+			assert.ErrorIs(t, err, ErrNotFound)
+			_, err = q.Message(ctx, m.ID)
+			assert.ErrorIs(t, err, ErrNotFound, "acked: no longer in flight")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, map[int]string{1: "one", 3: "three"}[i], string(r.Value))
+	}
+}
