@@ -476,3 +476,18 @@ func TestAckBatchWithResults(t *testing.T) {
 		assert.Equal(t, map[int]string{1: "one", 3: "three"}[i], string(r.Value))
 	}
 }
+
+// WaitResult ends when its ctx is cancelled (no deadline), with ctx's
+// error, and leaves the pool usable.
+func TestWaitResultCancelled(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, newClient(t), Config{})
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := q.WaitResult(cctx, "never")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 1900*time.Millisecond, "before the wait's own 2 s slice ends")
+	_, err = q.Enqueue(ctx, []byte("x"))
+	assert.NoError(t, err)
+}
