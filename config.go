@@ -211,7 +211,26 @@ type Config struct {
 	// Logger receives what prioq has to say that is not an error of a call.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// Retain, when set, keeps a record of each message this process acks
+	// or dead-letters (its outcome, attempts, times, last error and result:
+	// Queue.Result), at most Retain.Max of them per shard, none older than
+	// Retain.For. The zero value keeps none, but the records of messages
+	// given a result (Message.SetResult), under DefaultRetention. Not
+	// stored: each process bounds what it writes (see docs/results.md).
+	Retain Retention
 }
+
+// Retention bounds the finished messages a queue keeps (Config.Retain): at
+// most Max records per shard, none older than For. A zero field takes
+// DefaultRetention's when the other is set.
+type Retention struct {
+	Max int
+	For time.Duration
+}
+
+// On reports whether r keeps anything.
+func (r Retention) On() bool { return r.Max > 0 || r.For > 0 }
 
 // MaxShards is the most shards a queue can have.
 const MaxShards = 1024
@@ -228,8 +247,9 @@ const MaxBatch = 10000
 // sign error is an error, never a silent default.
 func (c Config) validateRaw() error {
 	return negatives(map[string]int{"Shards": c.Shards, "MaxPayload": c.MaxPayload,
-		"MaxAttempts": c.MaxAttempts, "PromoteBatch": c.PromoteBatch, "WaitReplicas": c.WaitReplicas},
-		map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout})
+		"MaxAttempts": c.MaxAttempts, "PromoteBatch": c.PromoteBatch, "WaitReplicas": c.WaitReplicas,
+		"Retain.Max": c.Retain.Max},
+		map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout, "Retain.For": c.Retain.For})
 }
 
 // validate refuses a config (defaults applied) that cannot be used: a bad
@@ -248,7 +268,7 @@ func (c Config) validate() error {
 	if c.PromoteBatch > MaxBatch {
 		return fmt.Errorf("%w: PromoteBatch %d is above MaxBatch (%d)", ErrInvalidOption, c.PromoteBatch, MaxBatch)
 	}
-	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout}); err != nil {
+	if err := minDurations(map[string]time.Duration{"CallTimeout": c.CallTimeout, "WaitTimeout": c.WaitTimeout, "Retain.For": c.Retain.For}); err != nil {
 		return err
 	}
 	if c.WaitReplicas > 0 && c.WaitTimeout >= c.CallTimeout {
@@ -263,7 +283,7 @@ func (c Config) storeConfig() *store.Config {
 	return &store.Config{Layout: c.Layout.l, Mode: store.Mode(c.Mode), MaxAttempts: c.MaxAttempts,
 		PromoteBatch: c.PromoteBatch, CallTimeout: c.CallTimeout, WaitReplicas: c.WaitReplicas,
 		WaitTimeout: c.WaitTimeout, Shards: c.Shards, AllowEviction: c.AllowEviction, Logger: c.Logger,
-		Backoff: c.Backoff}
+		Backoff: c.Backoff, Retain: store.Keep(c.Retain), Results: store.Keep(DefaultRetention)}
 }
 
 func (c Config) withDefaults() Config {
@@ -277,6 +297,10 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.PromoteBatch, DefaultPromoteBatch)
 	orDefault(&c.CallTimeout, DefaultCallTimeout)
 	orDefault(&c.WaitTimeout, DefaultWaitTimeout)
+	if c.Retain.On() {
+		orDefault(&c.Retain.Max, DefaultRetention.Max)
+		orDefault(&c.Retain.For, DefaultRetention.For)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -23,6 +23,9 @@ const (
 	// DefaultMaxPayload is Config.MaxPayload's default: 512 KiB.
 	DefaultMaxPayload = 512 << 10
 
+	// DefaultRetainMax is DefaultRetention's Max.
+	DefaultRetainMax = 10000
+
 	// DefaultMaxAttempts is Config.MaxAttempts's default.
 	DefaultMaxAttempts = 10
 
@@ -123,3 +126,8 @@ func orDefault[T int | time.Duration](v *T, d T) {
 		*v = d
 	}
 }
+
+// DefaultRetention bounds the records of Config.Retain when one of its
+// fields is zero, and the records of results when Config.Retain keeps
+// none: 10,000 per shard, a day.
+var DefaultRetention = Retention{Max: DefaultRetainMax, For: 24 * time.Hour}

@@ -22,9 +22,12 @@ const (
 	MessageInFlight
 	// MessageDead: in the dead letters.
 	MessageDead
+	// MessageFinished: acked or dead-lettered, and its record retained
+	// (Config.Retain, Message.SetResult): Finished holds it.
+	MessageFinished
 )
 
-// String returns "ready", "delayed", "in flight" or "dead".
+// String returns "ready", "delayed", "in flight", "dead" or "finished".
 func (s MessageState) String() string {
 	switch s {
 	case MessageReady:
@@ -35,6 +38,8 @@ func (s MessageState) String() string {
 		return "in flight"
 	case MessageDead:
 		return "dead"
+	case MessageFinished:
+		return "finished"
 	}
 	return "MessageState(" + strconv.Itoa(int(s)) + ")"
 }
@@ -84,11 +89,27 @@ type MessageStatus struct {
 	Reason string
 	DiedAt time.Time
 	Raw    []byte
+
+	// Progress is what the handler of a message in flight last reported
+	// with Message.Progress (nil for nothing).
+	Progress *Progress
+
+	// Finished is a finished message's record (its Payload, Priority,
+	// Headers and Group are not kept).
+	Finished *Result
+}
+
+// Progress is what a handler reported with Message.Progress.
+type Progress struct {
+	Percent int
+	Note    string
+	At      time.Time // the server's clock
 }
 
 // Message finds the message id wherever it is: ready, delayed, in flight
-// or dead. ErrNotFound when none has that id (never enqueued, or acked,
-// cancelled, purged: prioq keeps nothing of a finished message). An
+// (with its Progress), dead, or finished with a retained record (looked
+// for last, O(1): see Config.Retain). ErrNotFound when none has that id
+// (never enqueued, or acked, cancelled, purged with no record kept). An
 // invalid id is ErrInvalidID, and nothing is read. It only reads.
 //
 // Cost, on the shard that holds the message: a delayed one is found in
@@ -154,6 +175,12 @@ func statusOf(f store.Found, shard int) MessageStatus {
 		st.Holder = store.LeaseHolder(f.Token)
 	case store.PlaceDead:
 		st.State, st.Reason, st.DiedAt, st.Raw = MessageDead, f.Reason, f.DiedAt, f.Raw
+	case store.PlaceFinished:
+		r := resultOf(f.ID, f.Record)
+		st.State, st.Finished = MessageFinished, &r
+	}
+	if f.HasProgress {
+		st.Progress = &Progress{Percent: f.Progress.Percent, Note: f.Progress.Note, At: f.Progress.At}
 	}
 	return st
 }

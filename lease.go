@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +23,9 @@ func (m *Message) leased() error {
 }
 
 // Ack marks the message done and deletes it: one round trip, two commands,
-// shared with the other acks of its queue in flight at the same time. Acking
+// shared with the other acks of its queue in flight at the same time; a
+// message given a result (SetResult), or of a queue with Config.Retain, is
+// acked alone by one script that writes its record in the same step. Acking
 // a message again after an Ack that succeeded returns nil at once, so a Run
 // handler may Ack itself and then return nil.
 // It fails with ErrLeaseLost, changing nothing, when the lease expired and the
@@ -37,9 +40,17 @@ func (m *Message) Ack(ctx context.Context) error {
 	if Outcome(m.finished.Load()) == OutcomeAcked {
 		return nil // acked already: nothing to do, no round trip
 	}
-	err := m.d.Shard().Ack(ctx, m.d.Req())
+	var err error
+	if m.keepsRecord() {
+		err = m.ackKeeping(ctx) // fenced with its record (retain.go)
+	} else {
+		err = m.d.Shard().Ack(ctx, m.d.Req())
+	}
 	if err == nil || errors.Is(err, ErrNotReplicated) {
 		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+		if !m.keepsRecord() {
+			m.dropProgress(ctx)
+		}
 	}
 	return err
 }
@@ -121,6 +132,20 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 			todo, at = append(todo, m), append(at, i)
 		}
 	}
+	if slices.ContainsFunc(todo, (*Message).alone) {
+		// A record to write or a progress to drop: those go each alone
+		// (retain.go), the others merged as below.
+		var rest []*Message
+		var restAt []int
+		for i, m := range todo {
+			if m.alone() {
+				errs[at[i]] = m.Ack(ctx)
+			} else {
+				rest, restAt = append(rest, m), append(restAt, at[i])
+			}
+		}
+		todo, at = rest, restAt
+	}
 	switch len(todo) {
 	case 0:
 	case 1:
@@ -165,8 +190,12 @@ func (m *Message) fail(ctx context.Context, after time.Duration, reason, op stri
 	switch {
 	case code == store.FailCodeDead:
 		m.finished.CompareAndSwap(0, int32(OutcomeDeadLettered))
+		m.keepDead(ctx, reason)
 	case code == store.FailCodeRequeued:
 		m.finished.CompareAndSwap(0, int32(OutcomeRetried))
+	}
+	if code != store.FailCodeLost {
+		m.dropProgress(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("prioq: %s %q: %w", op, m.ID, err)

@@ -28,6 +28,11 @@ type Message struct {
 	ackErr error
 	// afterFinish are the AfterFinish callbacks, called by Run.
 	afterFinish []func(Outcome, error)
+	// result is what SetResult gave (hasResult), written by the ack
+	// (retain.go); progressed: Progress recorded something.
+	result     []byte
+	hasResult  bool
+	progressed atomic.Bool
 }
 
 // MessageInfo describes a stored message without delivering it: what Peek

@@ -143,6 +143,9 @@ type runAck struct {
 // did; err is the ack's, as Ack's. The handler's slot is freed first: the
 // feed then takes, the ack riding on it.
 func (a runAck) ride(m *Message) (ok bool, err error) {
+	if m.alone() {
+		return false, nil // its ack writes a record, or drops a progress (retain.go)
+	}
 	ch := make(chan error, 1)
 	if !a.rides.Offer(consume.Ride{Req: m.d.Req(), Done: func(err error) { ch <- err }}) {
 		return false, nil

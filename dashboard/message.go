@@ -47,6 +47,9 @@ func (h *handler) messagePage(ctx context.Context, w http.ResponseWriter, r *htt
 		data["Payload"] = strconv.Quote(string(shown))
 		data["Cut"] = len(shown) < len(st.Payload)
 	}
+	if f := st.Finished; f != nil && h.cfg.ShowPayloads && r.URL.Query().Get("payload") == "1" {
+		data["Result"] = strconv.Quote(string(f.Value[:min(len(f.Value), maxShownPayload)]))
+	}
 	if st.State == prioq.MessageInFlight {
 		v := queueView{}
 		if v.registry, err = prioq.Workers(ctx, h.cfg.Client); err != nil {

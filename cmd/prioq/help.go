@@ -85,11 +85,18 @@ var commands = map[string]*command{
   rm <name>     remove it (its messages enqueued stay)`},
 	"show": {args: "<queue> <id> [--payload]", about: "one message by id, wherever it is: its state, times and headers", onQueue: show,
 		details: `Ready (its lane and place), delayed (when due), in flight (when taken, when
-its lease ends, its lease token) or dead (when, why). Ready, in-flight and
+its lease ends, its lease token, its progress) or dead (when, why), else
+finished with a record kept (its outcome, result: see prioq result). Ready, in-flight and
 dead messages are found by reading them a bounded piece at a time (O(depth));
 a message that moves back to a place already read may be missed: ask again.
 
   --payload     show the payload, quoted (hidden by default: it may hold personal data)`},
+	"result": {args: "<queue> <id> [--wait D] [--payload]", about: "a finished message's record: outcome, times, last error, result", onQueue: result,
+		details: `Kept when the queue retains finished messages (Config.Retain) or the handler
+gave the message a result (Message.SetResult).
+
+  --wait D      wait up to D for it (blocks on its wake-up, no polling)
+  --payload     show the result, quoted (hidden by default: it may hold personal data)`},
 	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
@@ -136,7 +143,7 @@ with work means nobody works on it.
 }
 
 // order is the order commands are listed in.
-var order = []string{"create", "queues", "stats", "peek", "show", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
+var order = []string{"create", "queues", "stats", "peek", "show", "result", "enqueue", "cancel", "run-now", "dead", "pause", "resume", "purge",
 	"limit", "rate", "schedules", "schedule", "consumers", "web", "version", "help"}
 
 func usage() string {

@@ -72,3 +72,36 @@ func TestShowCommand(t *testing.T) {
 	_, _, code = prioqCmd(t, "", "show", q.Name())
 	assert.Equal(t, 2, code, "the id is needed")
 }
+
+// prioq show prints a message's progress while in flight and its record
+// once finished; prioq result prints the record, the result only with
+// --payload, and waits for it with --wait.
+func TestShowAndResultOfFinished(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, prioq.Config{})
+	_, err := q.Enqueue(ctx, []byte("x"), prioq.ID("job"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Progress(ctx, 30, "reading"))
+	out, errOut, code := prioqCmd(t, "", "show", q.Name(), "job")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^progress +30% "reading" \(at \S+\)$`, out)
+	_, _, code = prioqCmd(t, "", "result", q.Name(), "job")
+	assert.Equal(t, 1, code, "not finished")
+
+	require.NoError(t, m.SetResult([]byte("the answer")))
+	require.NoError(t, m.Ack(ctx))
+	out, errOut, code = prioqCmd(t, "", "show", q.Name(), "job")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^state +finished$`, out)
+	assert.Regexp(t, `(?m)^outcome +acked$`, out)
+	assert.Regexp(t, `(?m)^result +\(10 bytes\)$`, out)
+	out, errOut, code = prioqCmd(t, "", "result", q.Name(), "job", "--payload", "--wait", "5s")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `(?m)^result +"the answer"$`, out)
+	assert.Regexp(t, `(?m)^attempts +1$`, out)
+}

@@ -20,6 +20,7 @@ const (
 	PlaceDelayed
 	PlaceInFlight
 	PlaceDead
+	PlaceFinished
 )
 
 // Found is a message Find found: where it is, and what its place says.
@@ -45,6 +46,13 @@ type Found struct {
 	Reason string
 	DiedAt time.Time
 	Raw    []byte
+
+	// In flight: what its handler last reported (Progress), if anything.
+	Progress    Progressed
+	HasProgress bool
+
+	// Finished: its retained record (retain.go).
+	Record Record
 }
 
 // findBudget is how many entries one find.lua call reads of a list at most
@@ -74,7 +82,9 @@ const (
 //     probed for the groups of which no list was read (their markers moved
 //     past the search);
 //   - in flight: O(in flight), a round trip per findHashCount records;
-//   - dead: O(dead letters), a round trip per page of them.
+//   - dead: O(dead letters), a round trip per page of them;
+//   - finished (a retained record, retain.go): O(1), looked at last, so a
+//     message requeued or enqueued again under its id is found live.
 //
 // The steps are not one atomic read: the order follows a message's life
 // (ready, then in flight, then retried or dead), and lists are read from
@@ -86,7 +96,7 @@ const (
 // answer. Records that do not decode, and keys of the wrong type, are
 // passed by.
 func (s *Shard) Find(ctx context.Context, id string) (Found, error) {
-	steps := []func(context.Context, string) (Found, error){s.findDelayed, s.findReady, s.findInFlight, s.findDelayed, s.findDead}
+	steps := []func(context.Context, string) (Found, error){s.findDelayed, s.findReady, s.findInFlight, s.findDelayed, s.findDead, s.findFinished}
 	for _, step := range steps {
 		f, err := step(ctx, id)
 		if err != nil || f.Place != PlaceNone {
@@ -250,7 +260,8 @@ func (s *Shard) findInFlight(ctx context.Context, id string) (Found, error) {
 			if ms, err := strconv.ParseFloat(h.score, 64); err == nil {
 				f.Deadline = time.UnixMilli(int64(ms))
 			}
-			return f, nil
+			f.Progress, f.HasProgress, err = s.ProgressOf(ctx, h.place)
+			return f, err
 		}
 		if at = p.next; at == "0" || at == "" {
 			return Found{}, nil
@@ -268,6 +279,15 @@ func (s *Shard) findDead(ctx context.Context, id string) (Found, error) {
 		return Found{Info: d.Info, Place: PlaceDead, Reason: d.Reason, DiedAt: d.DiedAt, Raw: d.Raw}, true
 	})
 	return f, err
+}
+
+// findFinished looks for a retained record: O(1).
+func (s *Shard) findFinished(ctx context.Context, id string) (Found, error) {
+	r, ok, err := s.Finished(ctx, id)
+	if err != nil || !ok {
+		return Found{}, err
+	}
+	return Found{Info: Info{ID: id, Attempts: r.Attempts, EnqueuedAt: r.Enqueued}, Place: PlaceFinished, Record: r}, nil
 }
 
 // TokenTime is when the take of lease token tok ran: its first 13 hex

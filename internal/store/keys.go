@@ -120,6 +120,18 @@ import (
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane "-", no
 //	                            score: kept whole, never requeued) (AtLeastOnce)
+//	prioq:{Q}:done      ZSET    id -> when it finished (unix ms, server clock): the
+//	                            retained finished messages (Config.Retain, or an ack
+//	                            with a result), trimmed by age and count by each write
+//	                            (lua/finish.lua)
+//	prioq:{Q}:res       HASH    id -> "outcome|attempts|enqueued|finished|until|errlen|"
+//	                            error result: a finished message's record (retain.go);
+//	                            readers ignore one past its until (ms)
+//	prioq:{Q}:reply:ID  LIST    "f" pushed when message ID finishes with a record, PX a
+//	                            minute: what WaitResult blocks on (BLPOP)
+//	prioq:{Q}:prog:T    STRING  "percent|unix ms|note": the progress the delivery of
+//	                            lease token T reported (progress.lua), PX its lease
+//	                            deadline plus an hour; deleted by its ack
 //	prioq:{Q}:poke:C    ZSET    (a shard of a queue of several) member "p", briefly:
 //	                            consumer C (a random id) began a fetch while its
 //	                            wait on the shard watched only the sched set and
@@ -150,6 +162,7 @@ type KeySet struct {
 	gready, gpark, glimits, gdue, gflight          string
 	rate, rlog                                     string
 	hist                                           string
+	done, res                                      string
 	wake, paused, leases, inflight, dead           string
 	fence                                          string   // never exists (see the layout above)
 	lanes                                          []string // lane 0 (lowest priority) first
@@ -267,9 +280,12 @@ func keysAt(p, meta string, lanes int) KeySet {
 		gdue:    p + groupDueName,
 		gflight: p + groupFlightName,
 		// Rate limits (rates.go).
-		rate:   p + queueRateName,
-		rlog:   p + queueLogName,
-		hist:   p + "hist",
+		rate: p + queueRateName,
+		rlog: p + queueLogName,
+		hist: p + "hist",
+		// Finished messages (retain.go).
+		done:   p + "done",
+		res:    p + "res",
 		lanes:  make([]string, lanes),
 		prefix: p,
 	}
@@ -299,6 +315,14 @@ func (k KeySet) groupLeases(g string) string { return k.prefix + groupLeasesTag 
 // poke is consumer id's poke key (internal/consume/waiter.go), a shard's.
 func (k KeySet) poke(id string) string { return k.prefix + "poke:" + id }
 
+// reply is the wake-up list of message id's finish, prog the progress of
+// the delivery of lease token tok (retain.go).
+func (k KeySet) reply(id string) string { return k.prefix + "reply:" + id }
+func (k KeySet) prog(tok string) string { return k.prefix + "prog:" + tok }
+
+// Prog is prog, for tests.
+func (k *KeySet) Prog(tok string) string { return k.prog(tok) }
+
 // unique and debounce are the keys of a caller's unique key and debounce
 // key (send.go onceField).
 func (k KeySet) unique(key string) string   { return k.prefix + "uniq:" + key }
@@ -322,7 +346,7 @@ func (k KeySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
 		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog, k.hist,
-		k.schedules, k.sdue}, k.lanes...)
+		k.schedules, k.sdue, k.done, k.res}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -231,7 +231,7 @@ func newFenced(name, src string, growing bool) script {
 }
 
 // The scripts that are not fenced declare every key they touch: open.lua,
-// extend.lua, pause.lua and find.lua the one key they read or write (find.lua:
+// extend.lua, progress.lua (the leases and the one progress key), pause.lua and find.lua the one key they read or write (find.lua:
 // one list or the in-flight hash and its leases; Shard.Find builds the names
 // of the group and priority lists and passes each as KEYS), runnow.lua its
 // four (radix follows a node's ASK for them, and a node that has the keys
@@ -306,6 +306,14 @@ var (
 	//go:embed lua/ack.lua
 	ackSrc    string
 	ackScript = newFenced("ack", ackSrc, false)
+
+	//go:embed lua/finish.lua
+	finishSrc    string
+	finishScript = newFenced("finish", finishSrc, false)
+
+	//go:embed lua/progress.lua
+	progressSrc    string
+	progressScript = newScript(progressSrc)
 
 	//go:embed lua/unpark.lua
 	unparkSrc    string

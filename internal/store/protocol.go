@@ -164,6 +164,12 @@ const (
 	// The fields of the counts hash: messages stored by enqueues, and acks.
 	countEnqueued = "enqueued"
 	countAcked    = "acked"
+
+	// replyTTL is how long (ms) a finished message's wake-up list
+	// (KeySet.reply) outlives its last push: WaitResult's window.
+	replyTTLMs = 60000
+	// replyMark is the element pushed on it.
+	replyMark = "f"
 )
 
 // fmtSeconds is d in seconds, as Redis takes a blocking command's timeout.
@@ -250,6 +256,8 @@ func luaConstantList() []luaConstant {
 	str("DEAD_PURGE", deadPurge)
 	str("COUNT_ENQUEUED", countEnqueued)
 	str("COUNT_ACKED", countAcked)
+	num("REPLY_TTL_MS", replyTTLMs)
+	str("REPLY_MARK", replyMark)
 	return out
 }
 

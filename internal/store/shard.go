@@ -65,6 +65,11 @@ type Config struct {
 	// root's Message.Retry, which reaches a queue's settings through the
 	// shard its message came from.
 	Backoff func(attempts int) time.Duration
+
+	// Retain bounds the finished records (retain.go) every ack and
+	// dead-lettering of this process writes; Max 0: none, but for messages
+	// with a result, which are kept under Results.
+	Retain, Results Keep
 }
 
 // A Shard is the part of a queue under one Redis Cluster hash tag: its keys
