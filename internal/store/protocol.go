@@ -164,6 +164,9 @@ const (
 	// The fields of the counts hash: messages stored by enqueues, and acks.
 	countEnqueued = "enqueued"
 	countAcked    = "acked"
+	// countCancelled counts deliveries in flight ended by Queue.Cancel
+	// (cancelrun.lua).
+	countCancelled = "cancelled"
 )
 
 // fmtSeconds is d in seconds, as Redis takes a blocking command's timeout.
@@ -250,6 +253,7 @@ func luaConstantList() []luaConstant {
 	str("DEAD_PURGE", deadPurge)
 	str("COUNT_ENQUEUED", countEnqueued)
 	str("COUNT_ACKED", countAcked)
+	str("COUNT_CANCELLED", countCancelled)
 	return out
 }
 
