@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/store"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -370,4 +371,35 @@ func TestRunNoRenewEndsAtTheLease(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context did not end at the lease")
 	}
+}
+
+// A renewal keeps Extend's fence: it never shortens a lease the handler
+// extended further, and a lease that is gone (acked) is reported lost and
+// not put back.
+func TestRenewKeepsTheLeaseFence(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t)
+	q := openQueue(t, c, Config{})
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	cons := newConsumer(t, q, ConsumerConfig{Lease: time.Minute, NoPromoter: true})
+	m, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Extend(ctx, time.Hour))
+	score := func() string {
+		var s string
+		require.NoError(t, c.Do(ctx, radix.Cmd(&s, "ZSCORE", sh(q).Keys().Leases(), m.token())))
+		return s
+	}
+	extended := score()
+	codes, err := sh(q).Renew(ctx, []string{m.token()}, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []int{store.RenewOK}, codes)
+	assert.Equal(t, extended, score(), "a renewal shorter than the lease leaves it")
+
+	require.NoError(t, m.Ack(ctx))
+	codes, err = sh(q).Renew(ctx, []string{m.token(), "no-such-token"}, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []int{store.RenewLost, store.RenewLost}, codes)
+	assert.Equal(t, "", score(), "a lost lease is not put back")
 }
