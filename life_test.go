@@ -403,3 +403,56 @@ func TestRenewKeepsTheLeaseFence(t *testing.T) {
 	assert.Equal(t, []int{store.RenewLost, store.RenewLost}, codes)
 	assert.Equal(t, "", score(), "a lost lease is not put back")
 }
+
+// Through a MultiConsumer: a handler longer than its lease runs on (the
+// renewer covers every queue it serves) until a Cancel from another handle
+// ends it with ErrCancelled.
+func TestMultiConsumerRenewsAndCancels(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	const lease = 300 * time.Millisecond
+	a, b := openQueue(t, newClient(t), Config{}), openQueue(t, newClient(t), Config{Shards: 2})
+	other, err := Open(ctx, ownPool(t, testAddr, 4), b.Name(), Config{Shards: 2})
+	require.NoError(t, err)
+	_, err = a.Enqueue(ctx, []byte("a"))
+	require.NoError(t, err)
+	id, err := b.Enqueue(ctx, []byte("b"))
+	require.NoError(t, err)
+	mc := newMulti(t, newClient(t), MultiConfig{Queues: []string{a.Name(), b.Name()},
+		Consumer: ConsumerConfig{Concurrency: 2, Lease: lease, SweepInterval: 50 * time.Millisecond}})
+	causes := make(chan error, 4)
+	started := make(chan string, 4)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = mc.Run(rctx, func(hctx context.Context, m *Message) error {
+			started <- m.ID
+			<-hctx.Done()
+			causes <- context.Cause(hctx)
+			return hctx.Err()
+		})
+	}()
+	for range 2 {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("never started")
+		}
+	}
+	select {
+	case err := <-causes:
+		t.Fatalf("a handler ended while its lease was renewed: %v", err)
+	case <-time.After(4 * lease):
+	}
+	require.NoError(t, other.Cancel(ctx, id))
+	select {
+	case err := <-causes:
+		assert.ErrorIs(t, err, ErrCancelled)
+	case <-time.After(renewEvery(lease) + time.Second):
+		t.Fatal("the cancelled handler still runs")
+	}
+	select {
+	case again := <-started:
+		t.Fatalf("%s delivered again", again)
+	case <-time.After(2 * lease):
+	}
+}

@@ -90,7 +90,7 @@ dead messages are found by reading them a bounded piece at a time (O(depth));
 a message that moves back to a place already read may be missed: ask again.
 
   --payload     show the payload, quoted (hidden by default: it may hold personal data)`},
-	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
+	"cancel":  {args: "<queue> <id>", about: "delete a waiting message, or stop one in flight, by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
 		about: "the dead letters: list, show, requeue one or all, purge", onQueue: dead,
