@@ -456,3 +456,39 @@ func TestMultiConsumerRenewsAndCancels(t *testing.T) {
 	case <-time.After(2 * lease):
 	}
 }
+
+// A handler that acks its message itself and goes on working keeps its
+// context: the renewer leaves a finished delivery alone (it would find its
+// lease gone and end the context with ErrLeaseLost).
+func TestRunRenewerLeavesAMessageItsHandlerAcked(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	q := openQueue(t, newClient(t), Config{})
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	const lease = 300 * time.Millisecond
+	cons := newConsumer(t, q, ConsumerConfig{Lease: lease, SweepInterval: time.Hour, NoPromoter: true})
+	ended := make(chan error, 1)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = cons.Run(rctx, func(hctx context.Context, m *Message) error {
+			if err := m.Ack(hctx); err != nil {
+				ended <- err
+				return err
+			}
+			select {
+			case <-hctx.Done():
+				ended <- context.Cause(hctx)
+			case <-time.After(2 * renewEvery(lease)):
+				ended <- nil
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-ended:
+		assert.NoError(t, err, "the handler's context ended after its own ack")
+	case <-ctx.Done():
+		t.Fatal("the handler never ran")
+	}
+}

@@ -135,6 +135,9 @@ func (r *renewer) renew(ctx context.Context) {
 	r.mu.Lock()
 	byShard := make(map[*store.Shard][]*leaseCtl)
 	for l := range r.running {
+		if l.m.finished.Load() != 0 {
+			continue // the handler acked or retried it itself: no lease to keep
+		}
 		byShard[l.m.shard()] = append(byShard[l.m.shard()], l)
 	}
 	r.mu.Unlock()
@@ -170,6 +173,9 @@ func (r *renewer) renewShard(ctx context.Context, s *store.Shard, ls []*leaseCtl
 		return
 	}
 	for i, l := range ls {
+		if l.m.finished.Load() != 0 {
+			continue // finished by its handler meanwhile
+		}
 		switch codes[i] {
 		case store.RenewOK:
 			l.extend(deadline)
