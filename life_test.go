@@ -492,3 +492,38 @@ func TestRunRenewerLeavesAMessageItsHandlerAcked(t *testing.T) {
 		t.Fatal("the handler never ran")
 	}
 }
+
+// A MultiConsumer hears a cancel on its queue's channel and renews at once:
+// the handler's context ends well within the renewal interval (10 s for
+// this 30 s lease). Before the announcement it ended at the next renewal.
+func TestMultiConsumerHearsACancelAtOnce(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	const lease = 30 * time.Second
+	q := openQueue(t, newClient(t), Config{})
+	id, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	mc := newMulti(t, newClient(t), MultiConfig{Queues: []string{q.Name()}, Consumer: ConsumerConfig{Lease: lease}})
+	started, ended := make(chan struct{}), make(chan error, 1)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = mc.Run(rctx, func(hctx context.Context, m *Message) error {
+			close(started)
+			<-hctx.Done()
+			ended <- context.Cause(hctx)
+			return hctx.Err()
+		})
+	}()
+	<-started
+	at := time.Now()
+	require.NoError(t, q.Cancel(ctx, id))
+	select {
+	case err := <-ended:
+		took := time.Since(at)
+		t.Logf("the handler's context ended %v after Cancel (renewal interval %v)", took, renewEvery(lease))
+		assert.ErrorIs(t, err, ErrCancelled)
+		assert.Less(t, took, 2*time.Second)
+	case <-time.After(renewEvery(lease) + 5*time.Second):
+		t.Fatal("the cancelled handler still runs")
+	}
+}

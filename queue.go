@@ -264,7 +264,8 @@ func fanInOrder(per [][]MessageInfo, n int) []MessageInfo {
 // lease and in-flight record go, it is never delivered again, its group's
 // concurrency slot comes back, and it is counted as cancelled (Stats). The
 // handler that runs it, in any process, learns it at its Run's next lease
-// renewal, within Lease/3 (ConsumerConfig.Lease of that consumer): its
+// renewal, within Lease/3 (ConsumerConfig.Lease of that consumer; a
+// MultiConsumer hears the cancel announced and renews at once): its
 // context is cancelled with cause ErrCancelled, and AfterFinish gets
 // OutcomeCancelled. A consumer with NoRenew, or a handler outside Run,
 // is not told: its Ack, Retry or Extend fails with ErrLeaseLost.

@@ -88,6 +88,15 @@ func (l *leaseCtl) set(d time.Time) bool {
 	return !l.ended
 }
 
+// renewSoon asks the renewer of a Run in progress to renew at once: a
+// MultiConsumer heard that a delivery of a queue it serves was cancelled.
+func (c *Consumer) renewSoon() {
+	select {
+	case c.renewNow <- struct{}{}:
+	default: // asked already
+	}
+}
+
 // renewer renews the leases of the deliveries Run's handlers run, every
 // renewEvery(lease), in one call per shard.
 type renewer struct {
@@ -123,6 +132,8 @@ func (r *renewer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			r.renew(ctx)
+		case <-r.c.renewNow:
 			r.renew(ctx)
 		}
 	}

@@ -113,7 +113,8 @@ import (
 //	                            (ZADD LT; -inf: not known). Its name is also a shard
 //	                            channel: when the member is added, the write publishes
 //	                            "r" on it (SPUBLISH), and "d" when an earlier due time
-//	                            is scheduled, for MultiConsumers (internal/consume/multi.go)
+//	                            is scheduled, "c" when Queue.Cancel ended a delivery in
+//	                            flight, for MultiConsumers (internal/consume/multi.go)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)

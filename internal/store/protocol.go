@@ -112,6 +112,9 @@ const (
 	announceReady   = "r"
 	announceDue     = "d"
 	announceResumed = "u" // Resume (queue.go): work that waited is ready again
+	// announceCancelled: Queue.Cancel ended a delivery in flight
+	// (cancelrun.lua): its holder's renewer looks at once.
+	announceCancelled = "c"
 
 	// schedMarker is the one element of the sched list: pushing it wakes
 	// the promoters, because a message now comes due earlier.
@@ -236,6 +239,7 @@ func luaConstantList() []luaConstant {
 	str("WAKE", wakeMember)
 	str("ANNOUNCE_READY", announceReady)
 	str("ANNOUNCE_DUE", announceDue)
+	str("ANNOUNCE_CANCELLED", announceCancelled)
 	str("SCHED", schedMarker)
 	str("PAUSE", pauseMember)
 	str("FAIL_RETRY", failRetry)

@@ -41,4 +41,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (nowc - keep))
 redis.call('PEXPIRE', KEYS[4], keep)
 redis.pcall('HINCRBY', KEYS[5], COUNT_CANCELLED, 1)
 if g ~= '' and group_ended(KEYS[7], kind, g, token) then try_arm(KEYS[6], nil) end
+-- A hint on the shard channel: a MultiConsumer's renewer renews at once
+-- and so learns of the cancel (consumers that do not listen learn it at
+-- their next renewal).
+announce(KEYS[6], ANNOUNCE_CANCELLED)
 return 1
