@@ -68,8 +68,8 @@ type ConsumerConfig struct {
 	// unless the handler calls Extend. By default one goroutine per Run
 	// renews the leases of all its running handlers every Lease/3, in one
 	// call per shard, so a handler may run longer than Lease while its
-	// process lives, and a process that dies leaves its messages to be
-	// delivered again within one Lease (docs/guarantees.md).
+	// process lives (and its context), and a process that dies leaves its
+	// messages to be delivered again within one Lease (docs/guarantees.md).
 	NoRenew bool
 
 	// RetryInterval is how long background loops wait after a Redis error.

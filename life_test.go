@@ -527,3 +527,43 @@ func TestMultiConsumerHearsACancelAtOnce(t *testing.T) {
 		t.Fatal("the cancelled handler still runs")
 	}
 }
+
+// A handler that ignores its timeout is not renewed past it: its lease runs
+// out and the message goes to another consumer, as Run's grace period did
+// before renewals (renewed for as long as the handler ran, it would stay
+// with the stuck handler).
+func TestRunStopsRenewingAfterTheHandlerTimeout(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	const lease, timeout = 300 * time.Millisecond, 200 * time.Millisecond
+	q := openQueue(t, newClient(t), Config{})
+	_, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	stuck := newConsumer(t, q, ConsumerConfig{Lease: lease, HandlerTimeout: timeout, SweepInterval: time.Hour, NoPromoter: true})
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = stuck.Run(rctx, func(context.Context, *Message) error {
+			close(started)
+			<-release // ignores its context
+			return nil
+		})
+	}()
+	<-started
+	at := time.Now()
+	again := make(chan time.Duration, 1)
+	other := newConsumer(t, q, ConsumerConfig{Lease: lease, SweepInterval: 50 * time.Millisecond, NoPromoter: true})
+	go func() {
+		_ = other.Run(rctx, func(context.Context, *Message) error {
+			again <- time.Since(at)
+			return nil
+		})
+	}()
+	select {
+	case took := <-again:
+		t.Logf("delivered again %v after the stuck handler started (timeout %v, lease %v)", took, timeout, lease)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stuck handler's lease was renewed past its timeout")
+	}
+}

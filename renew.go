@@ -30,6 +30,7 @@ func renewEvery(lease time.Duration) time.Duration { return max(lease/3, minRene
 // (mu orders the two).
 type leaseCtl struct {
 	m      *Message
+	live   context.Context // the handler's: renewed only while it lives (set before the renewer sees l)
 	mu     sync.Mutex
 	ended  bool
 	timer  *time.Timer
@@ -146,8 +147,8 @@ func (r *renewer) renew(ctx context.Context) {
 	r.mu.Lock()
 	byShard := make(map[*store.Shard][]*leaseCtl)
 	for l := range r.running {
-		if l.m.finished.Load() != 0 {
-			continue // the handler acked or retried it itself: no lease to keep
+		if l.m.finished.Load() != 0 || l.live.Err() != nil {
+			continue // finished by its handler, or the handler's context ended
 		}
 		byShard[l.m.shard()] = append(byShard[l.m.shard()], l)
 	}

@@ -172,20 +172,24 @@ func (a runAck) ride(m *Message) (ok bool, err error) {
 
 func (c *Consumer) handle(base context.Context, m *Message, h Handler, ack runAck, rn *renewer) {
 	ctx := base
+	var l *leaseCtl
 	if !m.LeaseDeadline().IsZero() {
-		var l *leaseCtl
 		ctx, l = newLeaseCtl(base, m)
 		defer l.stop()
 		m.onExtend = l.set
-		if rn != nil {
-			rn.add(l)
-			defer rn.remove(l)
-		}
 	}
 	if c.cfg.HandlerTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.cfg.HandlerTimeout, ErrHandlerTimeout)
 		defer cancel()
+	}
+	if l != nil && rn != nil {
+		// Renewed while the handler's context lives: a handler that
+		// ignores its timeout, a cancel or Run's grace period does not
+		// hold the message past one more lease.
+		l.live = ctx
+		rn.add(l)
+		defer rn.remove(l)
 	}
 	herr := callHandler(ctx, m, h)
 	var outcome Outcome
