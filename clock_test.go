@@ -92,7 +92,7 @@ func TestSkewedHostHandlerContextFollowsTheLease(t *testing.T) {
 			ctx := ctxT(t, 20*time.Second)
 			_, err := q.Enqueue(ctx, []byte("x"))
 			require.NoError(t, err)
-			cons := newConsumer(t, skewed(q, skew), ConsumerConfig{Lease: time.Second, NoPromoter: true})
+			cons := newConsumer(t, skewed(q, skew), ConsumerConfig{Lease: time.Second, NoPromoter: true, NoRenew: true})
 			ended := make(chan time.Duration, 1)
 			runCtx, stop := context.WithCancel(ctx)
 			defer stop()

@@ -56,6 +56,22 @@ type ConsumerConfig struct {
 	// DefaultGracePeriod.
 	GracePeriod time.Duration
 
+	// HandlerTimeout, when above 0, ends each Run handler's context after
+	// this long, whatever its lease (context.Cause: ErrHandlerTimeout); the
+	// message is then retried as after a handler error (an attempt counted,
+	// dead-lettered after MaxAttempts), unless the handler finished it
+	// itself. 0: no timeout but the lease's.
+	HandlerTimeout time.Duration
+
+	// NoRenew turns off the automatic renewal of leases under Run
+	// (AtLeastOnce): a handler's context then ends at its lease deadline
+	// unless the handler calls Extend. By default one goroutine per Run
+	// renews the leases of all its running handlers every Lease/3, in one
+	// call per shard, so a handler may run longer than Lease while its
+	// process lives (and its context), and a process that dies leaves its
+	// messages to be delivered again within one Lease (docs/guarantees.md).
+	NoRenew bool
+
 	// RetryInterval is how long background loops wait after a Redis error.
 	// Defaults to DefaultRetryInterval.
 	RetryInterval time.Duration
@@ -94,7 +110,8 @@ type ConsumerConfig struct {
 func (c ConsumerConfig) validate() error {
 	if err := negatives(map[string]int{"Concurrency": c.Concurrency}, map[string]time.Duration{
 		"Lease": c.Lease, "BlockTimeout": c.BlockTimeout, "PromoteWait": c.PromoteWait,
-		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat}); err != nil {
+		"SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod, "RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat,
+		"HandlerTimeout": c.HandlerTimeout}); err != nil {
 		return err
 	}
 	if c.Heartbeat > MaxHeartbeat {
@@ -102,7 +119,7 @@ func (c ConsumerConfig) validate() error {
 	}
 	return minDurations(map[string]time.Duration{"Lease": c.Lease, "BlockTimeout": c.BlockTimeout,
 		"PromoteWait": c.PromoteWait, "SweepInterval": c.SweepInterval, "GracePeriod": c.GracePeriod,
-		"RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat})
+		"RetryInterval": c.RetryInterval, "Heartbeat": c.Heartbeat, "HandlerTimeout": c.HandlerTimeout})
 }
 
 func (c ConsumerConfig) withDefaults(mode Mode) ConsumerConfig {

@@ -56,6 +56,9 @@ type Consumer struct {
 
 	id    string      // random: its poke keys' (fanin.go) and its name in the worker registry
 	stats workerStats // what its heartbeat reports (workers.go)
+
+	// renewNow asks Run's renewer to renew at once (renewSoon).
+	renewNow chan struct{}
 }
 
 // NewConsumer returns a consumer of q and starts its background work.
@@ -128,7 +131,8 @@ func (q *Queue) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 // mode, whose fetcher takes from the Source that src makes for it: a
 // Consumer and a MultiConsumer are the same fetcher over another Source.
 func newConsumerOf(name string, mode Mode, cfg ConsumerConfig, qcfg *Config, release func(), src func(*Consumer) consume.Source) *Consumer {
-	c := &Consumer{cfg: cfg, name: name, mode: mode, qcfg: qcfg, releasePool: release, id: store.RandomID()}
+	c := &Consumer{cfg: cfg, name: name, mode: mode, qcfg: qcfg, releasePool: release, id: store.RandomID(),
+		renewNow: make(chan struct{}, 1)}
 	c.bg, c.stop = context.WithCancel(context.Background())
 	c.fetcher = consume.NewFetcher(src(c), c.cfg.fetchOptions(qcfg.CallTimeout), c.bg, c.report)
 	return c

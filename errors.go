@@ -79,6 +79,16 @@ var (
 	// cancelled because the message's lease ended: the message may already be
 	// with another consumer.
 	ErrLeaseExpired = store.ErrLeaseExpired
+	// ErrCancelled is the cause (context.Cause) of a handler context
+	// cancelled because Queue.Cancel ended the message's delivery, from any
+	// process: the message is finished (not retried; AfterFinish gets
+	// OutcomeCancelled), and Ack, Retry and Extend of it fail with
+	// ErrLeaseLost.
+	ErrCancelled = store.ErrCancelled
+	// ErrHandlerTimeout is the cause (context.Cause) of a handler context
+	// that ran for ConsumerConfig.HandlerTimeout; Run then retries the
+	// message as after a handler error (the error it records wraps it).
+	ErrHandlerTimeout = store.ErrHandlerTimeout
 	// ErrUnsupportedServer is returned by Open when the server cannot run
 	// prioq: it has no Lua scripting (EVAL and EVALSHA unknown or disabled,
 	// as on a Valkey built without Lua, or a Garnet not told to run scripts).

@@ -101,10 +101,11 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if !ok {
 		return fmt.Errorf("prioq: extend %q: %w", m.ID, ErrLeaseLost)
 	}
-	if m.onExtend != nil && !m.onExtend(deadline) {
+	if m.onExtend == nil {
+		m.d.SetDeadline(deadline)
+	} else if !m.onExtend(deadline) { // it moves the deadline
 		return fmt.Errorf("prioq: extend %q: %w: the lease ran out (and the handler's context ended) while extending", m.ID, ErrLeaseExpired)
 	}
-	m.d.SetDeadline(deadline)
 	return nil
 }
 

@@ -158,10 +158,14 @@ const (
 	// not happen (the lease was lost, Redis did not answer in time); the
 	// message is delivered again once its lease runs out.
 	OutcomeUnfinished
+	// OutcomeCancelled: AtLeastOnce: Queue.Cancel ended the delivery while
+	// the handler ran (its context's cause is ErrCancelled); the message is
+	// gone, not retried, and Run neither acks nor retries it.
+	OutcomeCancelled
 )
 
 // String returns the outcome as metrics label it: "acked", "retried",
-// "dead_lettered", "failed" or "unfinished".
+// "dead_lettered", "failed", "unfinished" or "cancelled".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeAcked:
@@ -174,6 +178,8 @@ func (o Outcome) String() string {
 		return "failed"
 	case OutcomeUnfinished:
 		return "unfinished"
+	case OutcomeCancelled:
+		return "cancelled"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -182,7 +188,7 @@ func (o Outcome) String() string {
 // after the handler returned and its ack, retry or dead-lettering was made or
 // failed. f gets the outcome and an error: the handler's for OutcomeRetried,
 // OutcomeDeadLettered and OutcomeFailed; the failed call's for
-// OutcomeUnfinished; for OutcomeAcked nil, or an error wrapping
+// OutcomeUnfinished; ErrCancelled for OutcomeCancelled; for OutcomeAcked nil, or an error wrapping
 // ErrNotReplicated when Run's ack was made but not confirmed by enough
 // replicas (a handler that acked itself saw that error from its own Ack).
 // Middleware uses it to count what really happened: the outermost

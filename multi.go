@@ -161,7 +161,8 @@ func NewMultiConsumer(ctx context.Context, c Client, cfg MultiConfig) (*MultiCon
 		m.report = cons.report
 		m.eng = consume.NewMulti(c, consume.MultiOptions{ProbeInterval: cfg.ProbeInterval, Weighted: cfg.Weights != nil,
 			Fetch: cons.cfg.fetchOptions(qcfg.CallTimeout), OnSweep: cons.cfg.OnSweep,
-			Holding: func(node string) func() { return holding(c, node) }}, cons.bg, cons.report, cons.goBackground)
+			Holding:     func(node string) func() { return holding(c, node) },
+			OnCancelled: cons.renewSoon}, cons.bg, cons.report, cons.goBackground)
 		return m.eng
 	})
 	for _, mq := range opened {

@@ -255,19 +255,61 @@ func fanInOrder(per [][]MessageInfo, n int) []MessageInfo {
 	return out
 }
 
-// Cancel removes the waiting message with the given id, delayed or ready, and
-// releases its id. It returns ErrNotFound when no waiting message has it (it
-// was never enqueued, was already taken, or is in flight).
+// Cancel removes the message with the given id, waiting (delayed or ready)
+// or in flight, and releases its id. It returns ErrNotFound when no waiting
+// or in-flight message has it (it was never enqueued, or is finished or
+// dead).
 //
-// Cost: one round trip. A delayed message is found in O(log n); a ready one by
-// scanning the lanes inside Redis, O(ready messages) in the worst case, during
-// which Redis serves nothing else (about 1 ms per 10,000 messages scanned on
-// the reference machine). Cancelling ctx abandons the call; the message is then
-// either removed or not.
+// A message in flight (AtLeastOnce) is cancelled on the server at once: its
+// lease and in-flight record go, it is never delivered again, its group's
+// concurrency slot comes back, and it is counted as cancelled (Stats). The
+// handler that runs it, in any process, learns it at its Run's next lease
+// renewal, within Lease/3 (ConsumerConfig.Lease of that consumer; a
+// MultiConsumer hears the cancel announced and renews at once): its
+// context is cancelled with cause ErrCancelled, and AfterFinish gets
+// OutcomeCancelled. A consumer with NoRenew, or a handler outside Run,
+// is not told: its Ack, Retry or Extend fails with ErrLeaseLost.
+//
+// Cost: one round trip for a waiting message. A delayed message is found in
+// O(log n); a ready one by scanning the lanes inside Redis, O(ready
+// messages) in the worst case, during which Redis serves nothing else
+// (about 1 ms per 10,000 messages scanned on the reference machine). A
+// message in flight is found as Message finds it (O(messages in flight),
+// a bounded piece a call) and then ended in one more round trip. Cancelling
+// ctx abandons the call; the message is then either removed or not.
 func (q *Queue) Cancel(ctx context.Context, id string) error {
 	if err := store.ValidateID(id); err != nil {
 		return err
 	}
+	// A message may move between the waiting search and the in-flight one
+	// (taken, or its lease ended back into its lane): a few rounds.
+	var err error
+	for range 3 {
+		if err = q.cancelWaiting(ctx, id); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		st, ferr := q.Message(ctx, id)
+		switch {
+		case errors.Is(ferr, ErrNotFound):
+			return err
+		case ferr != nil:
+			return ferr
+		case st.State == MessageReady || st.State == MessageDelayed:
+			continue // it came back meanwhile
+		case st.State != MessageInFlight:
+			return err
+		}
+		ok, cerr := q.shards[st.Shard].CancelLease(ctx, st.LeaseToken, id, st.Group)
+		if ok || cerr != nil {
+			return cerr
+		}
+		// The lease ended meanwhile: acked, retried or expired; look again.
+	}
+	return err
+}
+
+// cancelWaiting removes the waiting message id, on each shard that may hold it.
+func (q *Queue) cancelWaiting(ctx context.Context, id string) error {
 	var err error
 	for _, s := range q.shardsFor(id) {
 		if err = s.Cancel(ctx, id); !errors.Is(err, ErrNotFound) {

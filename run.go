@@ -18,9 +18,14 @@ import (
 // to dead-letter it at once. A handler may also Ack or Retry m itself before
 // it returns; Run then leaves it as the handler did. (An Ack still in flight
 // in another goroutine when the handler returns races with Run's own: one of
-// them gets ErrLeaseLost.) The handler's ctx is cancelled when the lease
-// ends (m.Extend moves that moment; context.Cause(ctx) is then
-// ErrLeaseExpired) and when Run's grace period runs out.
+// them gets ErrLeaseLost.) For AtLeastOnce queues Run renews the leases of
+// its running handlers (ConsumerConfig.NoRenew), so a handler may run
+// longer than Lease. The handler's ctx is cancelled, with its cause
+// (context.Cause): when the lease ends unrenewed (ErrLeaseExpired; m.Extend
+// moves that moment), when a renewal finds it lost (ErrLeaseLost) or
+// cancelled by Queue.Cancel (ErrCancelled), after
+// ConsumerConfig.HandlerTimeout (ErrHandlerTimeout), and when Run's grace
+// period runs out.
 type Handler func(ctx context.Context, m *Message) error
 
 // Middleware wraps a Handler, for work around every delivery of Run:
@@ -59,6 +64,16 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	if rides != nil {
 		rides.Open()
 	}
+	// The renewer keeps the leases of running handlers alive until every
+	// handler returned.
+	var rn *renewer
+	if c.mode == AtLeastOnce && !c.cfg.NoRenew {
+		rn = newRenewer(c)
+		rctx, rstop := context.WithCancel(context.WithoutCancel(ctx))
+		rdone := make(chan struct{})
+		go func() { defer close(rdone); rn.run(rctx) }()
+		defer func() { rstop(); <-rdone }()
+	}
 	err := c.feed(ctx, slots, rides, func(m *Message) {
 		wg.Add(1)
 		go func() {
@@ -68,7 +83,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 			var freed sync.Once
 			free := func() { freed.Do(func() { c.stats.running.Add(-1); <-slots }) }
 			defer func() { free(); wg.Done() }()
-			c.handle(hctx, m, h, runAck{rides: rides, free: free})
+			c.handle(hctx, m, h, runAck{rides: rides, free: free}, rn)
 		}()
 	})
 	if rides != nil {
@@ -158,35 +173,47 @@ func (a runAck) ride(m *Message) (ok bool, err error) {
 	return true, err
 }
 
-func (c *Consumer) handle(base context.Context, m *Message, h Handler, ack runAck) {
+func (c *Consumer) handle(base context.Context, m *Message, h Handler, ack runAck, rn *renewer) {
 	ctx := base
-	if deadline := m.LeaseDeadline(); !deadline.IsZero() {
-		// A timer rather than context.WithDeadline, so that Extend can move
-		// it. Once it fired, the context is over: Extend then fails rather
-		// than tell the handler the lease goes on (mu orders the two).
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(base)
-		defer cancel(nil)
-		var mu sync.Mutex
-		ended := false
-		timer := time.AfterFunc(time.Until(deadline), func() {
-			mu.Lock()
-			defer mu.Unlock()
-			ended = true
-			cancel(ErrLeaseExpired)
-		})
-		defer timer.Stop()
-		m.onExtend = func(d time.Time) bool { // zero d: only ask
-			mu.Lock()
-			defer mu.Unlock()
-			if !ended && !d.IsZero() {
-				timer.Reset(time.Until(d))
-			}
-			return !ended
-		}
+	var l *leaseCtl
+	if !m.LeaseDeadline().IsZero() {
+		ctx, l = newLeaseCtl(base, m)
+		defer l.stop()
+		m.onExtend = l.set
+	}
+	if c.cfg.HandlerTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.cfg.HandlerTimeout, ErrHandlerTimeout)
+		defer cancel()
+	}
+	if l != nil && rn != nil {
+		// Renewed while the handler's context lives: a handler that
+		// ignores its timeout, a cancel or Run's grace period does not
+		// hold the message past one more lease.
+		l.live = ctx
+		rn.add(l)
+		defer rn.remove(l)
 	}
 	herr := callHandler(ctx, m, h)
-	outcome, err := c.finish(ctx, base, m, herr, ack)
+	var outcome Outcome
+	var err error
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrCancelled) && m.finished.Load() == 0:
+		// Queue.Cancel ended the delivery: nothing is left to finish.
+		m.finished.CompareAndSwap(0, int32(OutcomeCancelled))
+		outcome, err = OutcomeCancelled, ErrCancelled
+	case errors.Is(cause, ErrHandlerTimeout) && ctx.Err() != nil:
+		// Retried (or dead-lettered) as after a handler error, whatever
+		// the handler returned once its time was over.
+		if herr == nil || errors.Is(herr, context.DeadlineExceeded) || errors.Is(herr, context.Canceled) {
+			herr = fmt.Errorf("%w after %v", ErrHandlerTimeout, c.cfg.HandlerTimeout)
+		} else if !errors.Is(herr, ErrHandlerTimeout) {
+			herr = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, c.cfg.HandlerTimeout, herr)
+		}
+		fallthrough
+	default:
+		outcome, err = c.finish(ctx, base, m, herr, ack)
+	}
 	for _, f := range m.afterFinish {
 		c.afterFinish(m, f, outcome, err)
 	}

@@ -84,7 +84,8 @@ func TestRunGracefulShutdownNoLeaks(t *testing.T) {
 	}
 }
 
-// Under Run the handler's ctx ends with the lease, and Extend moves that end.
+// Under Run without renewal (NoRenew) the handler's ctx ends with the
+// lease, and Extend moves that end.
 func TestHandlerContextFollowsTheLease(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 20*time.Second)
@@ -93,7 +94,7 @@ func TestHandlerContextFollowsTheLease(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.Enqueue(ctx, []byte("does not"), Priority(1))
 	require.NoError(t, err)
-	cons := newConsumer(t, q, ConsumerConfig{Lease: 400 * time.Millisecond, SweepInterval: time.Hour})
+	cons := newConsumer(t, q, ConsumerConfig{Lease: 400 * time.Millisecond, SweepInterval: time.Hour, NoRenew: true})
 	type outcome struct {
 		id        string
 		aliveLate bool  // ctx still alive 700 ms in
@@ -219,7 +220,7 @@ func TestAfterFinishReportsWhatRunDid(t *testing.T) {
 	enqueueIDs(ctx, t, q, ids...)
 	// "late" outlives its lease: the sweep gives it back, and the ack of its
 	// first delivery fails.
-	cons := newConsumer(t, q, ConsumerConfig{Lease: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
+	cons := newConsumer(t, q, ConsumerConfig{Lease: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond, NoRenew: true,
 		OnError: func(error) {}})
 	type finished struct {
 		o   Outcome
@@ -326,7 +327,7 @@ func TestExtendAfterTheLeaseContextEndedFails(t *testing.T) {
 	q := openQueue(t, newClient(t), Config{})
 	_, err := q.Enqueue(ctx, []byte("slow"))
 	require.NoError(t, err)
-	cons := newConsumer(t, q, ConsumerConfig{Lease: 300 * time.Millisecond, SweepInterval: time.Hour, NoPromoter: true})
+	cons := newConsumer(t, q, ConsumerConfig{Lease: 300 * time.Millisecond, SweepInterval: time.Hour, NoPromoter: true, NoRenew: true})
 	extendErr := make(chan error, 1)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()

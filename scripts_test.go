@@ -208,6 +208,11 @@ func scriptOps(q *Queue) []scriptOp {
 			return err
 		}},
 		{name: "extend", run: func(ctx context.Context, f *fixture) error { return f.live.Extend(ctx, time.Hour) }},
+		{name: "renew", run: func(ctx context.Context, f *fixture) error {
+			_, err := sh(f.q).Renew(ctx, []string{f.live.token()}, time.Hour)
+			return err
+		}},
+		{name: "cancel in flight", run: func(ctx context.Context, f *fixture) error { return f.q.Cancel(ctx, f.live.ID) }},
 		{name: "sweep", run: func(ctx context.Context, f *fixture) error {
 			_, _, _, err := sh(f.q).Sweep(ctx, 100)
 			return err

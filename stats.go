@@ -61,6 +61,11 @@ type Stats struct {
 	DeadLettered int64
 	Expired      int64
 
+	// Cancelled counts the messages in flight Queue.Cancel ended since the
+	// queue began (AtLeastOnce), counted in the same atomic step as the
+	// cancel; waiting messages it removed are not counted.
+	Cancelled int64
+
 	// Shards are the figures of each shard, shard 0 first, for a queue of
 	// several shards (nil for one): the figures above are their sums (Paused:
 	// any; OldestReady: the oldest).
@@ -114,6 +119,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		st.Retried += p.Retried
 		st.DeadLettered += p.DeadLettered
 		st.Expired += p.Expired
+		st.Cancelled += p.Cancelled
 		st.OldestReady = max(st.OldestReady, p.OldestReady)
 		st.Paused = st.Paused || p.Paused
 	}
@@ -134,5 +140,5 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 func statsOf(s store.Stats) Stats {
 	return Stats{Lanes: s.Lanes, Ready: s.Ready, Groups: s.Groups, GroupsParked: s.Parked, Delayed: s.Delayed, InFlight: s.InFlight,
 		Dead: s.Dead, OldestReady: s.OldestReady, Paused: s.Paused, Enqueued: s.Enqueued, Acked: s.Acked,
-		Retried: s.Retried, DeadLettered: s.DeadLetters, Expired: s.Expired}
+		Retried: s.Retried, DeadLettered: s.DeadLetters, Expired: s.Expired, Cancelled: s.Cancelled}
 }

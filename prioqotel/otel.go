@@ -127,7 +127,7 @@ func (in *Instrumentation) attrs(queue string) *queueAttrs {
 		metric:      metric.WithAttributes(system, dest),
 		outcome:     map[prioq.Outcome]metric.MeasurementOption{}}
 	for _, o := range []prioq.Outcome{prioq.OutcomeAcked, prioq.OutcomeRetried, prioq.OutcomeDeadLettered,
-		prioq.OutcomeFailed, prioq.OutcomeUnfinished} {
+		prioq.OutcomeFailed, prioq.OutcomeUnfinished, prioq.OutcomeCancelled} {
 		a.outcome[o] = metric.WithAttributes(system, dest, attribute.String("prioq.outcome", o.String()))
 	}
 	got, _ := in.queues.LoadOrStore(queue, a)

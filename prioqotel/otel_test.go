@@ -100,7 +100,8 @@ func (f *fixture) durations(t *testing.T) map[string]uint64 {
 // run handles messages with h until want deliveries happened.
 func (f *fixture) run(t *testing.T, want int, h prioq.Handler) {
 	cons, err := f.q.NewConsumer(prioq.ConsumerConfig{Middleware: []prioq.Middleware{f.inst.Handler()},
-		OnSweep: f.inst.Swept(f.name), Lease: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+		OnSweep: f.inst.Swept(f.name), Lease: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
+		NoRenew: true}) // slow (below) outlives its lease
 	require.NoError(t, err)
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex

@@ -97,7 +97,7 @@ gave the message a result (Message.SetResult).
 
   --wait D      wait up to D for it (blocks on its wake-up, no polling)
   --payload     show the result, quoted (hidden by default: it may hold personal data)`},
-	"cancel":  {args: "<queue> <id>", about: "delete a waiting message by id", onQueue: cancel},
+	"cancel":  {args: "<queue> <id>", about: "delete a waiting message, or stop one in flight, by id", onQueue: cancel},
 	"run-now": {args: "<queue> <id>", about: "make a delayed message ready at once", onQueue: runNow},
 	"dead": {args: "<queue> list [-n N] [--payload] | show <id> | requeue <id> | requeue-all | purge [--yes]",
 		about: "the dead letters: list, show, requeue one or all, purge", onQueue: dead,

@@ -29,6 +29,10 @@ type MultiOptions struct {
 	// node while it is held (the root's pool accounting); it returns the
 	// function that ends the count.
 	Holding func(node string) (done func())
+	// OnCancelled, when set, is told that a delivery in flight of a served
+	// queue was cancelled (Queue.Cancel's announcement): the root's renewer
+	// renews at once.
+	OnCancelled func()
 }
 
 // DefaultProbeInterval is MultiOptions.ProbeInterval's default (the root's

@@ -325,6 +325,10 @@ func (m *Multi) announced(ch, what string) {
 		m.markReady(u)
 	case store.AnnounceDue:
 		go m.promote(u)
+	case store.AnnounceCancelled:
+		if m.opts.OnCancelled != nil {
+			m.opts.OnCancelled()
+		}
 	}
 }
 

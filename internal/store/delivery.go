@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Delivery is one message taken from a shard: its envelope's fields (with
 // Attempts counting the deliveries, this one included; 0 without a lease),
@@ -8,11 +11,13 @@ import "time"
 type Delivery struct {
 	Envelope
 
-	s        *Shard
-	raw      []byte    // the lane entry as taken, to put it back (PutBack)
-	lane     int       // its lane (AtMostOnce)
-	token    string    // lease token (AtLeastOnce)
-	deadline time.Time // lease deadline on this host's clock (AtLeastOnce)
+	s     *Shard
+	raw   []byte // the lane entry as taken, to put it back (PutBack)
+	lane  int    // its lane (AtMostOnce)
+	token string // lease token (AtLeastOnce)
+	// deadline is the lease deadline on this host's clock (AtLeastOnce);
+	// atomic: a handler's Extend and Run's renewer both move it.
+	deadline atomic.Pointer[time.Time]
 }
 
 // newDelivery is the delivery of envelope e, taken from shard s.
@@ -27,10 +32,15 @@ func (d *Delivery) Token() string { return d.token }
 
 // Deadline is when its lease ends, on this host's clock (zero without a
 // lease): no later than the lease in Redis (see Take).
-func (d *Delivery) Deadline() time.Time { return d.deadline }
+func (d *Delivery) Deadline() time.Time {
+	if t := d.deadline.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
 
-// SetDeadline records a lease moved by Extend.
-func (d *Delivery) SetDeadline(t time.Time) { d.deadline = t }
+// SetDeadline records a lease moved by Extend or Run's renewer.
+func (d *Delivery) SetDeadline(t time.Time) { d.deadline.Store(&t) }
 
 // Raw is the lane entry as taken; Lane its lane.
 func (d *Delivery) Raw() []byte { return d.raw }

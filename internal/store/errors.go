@@ -84,6 +84,10 @@ var (
 	// cancelled because the message's lease ended: the message may already be
 	// with another consumer.
 	ErrLeaseExpired = errors.New("prioq: lease expired")
+	// ErrCancelled: see the root's.
+	ErrCancelled = errors.New("prioq: message cancelled")
+	// ErrHandlerTimeout: see the root's.
+	ErrHandlerTimeout = errors.New("prioq: handler timeout")
 	// ErrUnsupportedServer is returned by Open when the server cannot run
 	// prioq: it has no Lua scripting (EVAL and EVALSHA unknown or disabled,
 	// as on a Valkey built without Lua, or a Garnet not told to run scripts).

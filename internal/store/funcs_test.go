@@ -118,7 +118,7 @@ func TestLibraryLoads(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	text, name := library()
-	assert.Len(t, fencedDefs, 20)
+	assert.Len(t, fencedDefs, 21)
 	for _, d := range fencedDefs {
 		assert.Contains(t, text, "function_name = '"+name+"_"+d.name+"'")
 	}

@@ -105,7 +105,7 @@ import (
 //	prioq:{Q}:sdue      ZSET    schedule name -> its next fire time (unix ms, server
 //	                            clock): promote.lua reads the head beside the delayed
 //	                            set's, and schedfire.lua moves it, compare-and-set
-//	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired: totals
+//	prioq:{Q}:counts    HASH    enqueued, acked, retried, dead_lettered, expired, cancelled: totals
 //	                            since the queue began, for rates (stats.go)
 //	prioq:{Q}:wake      ZSET    member "w": ready work may exist (AtLeastOnce, and
 //	                            AtMostOnce with several shards); its score is minus the
@@ -113,10 +113,16 @@ import (
 //	                            (ZADD LT; -inf: not known). Its name is also a shard
 //	                            channel: when the member is added, the write publishes
 //	                            "r" on it (SPUBLISH), and "d" when an earlier due time
-//	                            is scheduled, for MultiConsumers (internal/consume/multi.go)
+//	                            is scheduled, "c" when Queue.Cancel ended a delivery in
+//	                            flight, for MultiConsumers (internal/consume/multi.go)
 //	prioq:{Q}:paused    LIST/ZSET  one sentinel while paused (AtLeastOnce; a lane's type)
 //	prioq:{Q}:leases    ZSET    lease token -> lease deadline (ms) (AtLeastOnce)
 //	prioq:{Q}:inflight  HASH    lease token -> "lane|score|lane entry" (AtLeastOnce)
+//	prioq:{Q}:cancelled ZSET    lease token -> when (ms, server clock) Queue.Cancel ended
+//	                            that delivery in flight (cancelrun.lua): its holder's
+//	                            renewer (renew.lua) reads the mark and cancels the
+//	                            handler. Marks older than an hour are trimmed by each
+//	                            cancel, and the key expires an hour after the last one
 //	prioq:{Q}:dead      LIST    "lane|score|died|len|reason" + envelope: dead letters,
 //	                            and stored records that did not parse (lane "-", no
 //	                            score: kept whole, never requeued) (AtLeastOnce)
@@ -164,6 +170,7 @@ type KeySet struct {
 	hist                                           string
 	done, res                                      string
 	wake, paused, leases, inflight, dead           string
+	cancelled                                      string
 	fence                                          string   // never exists (see the layout above)
 	lanes                                          []string // lane 0 (lowest priority) first
 	prefix                                         string   // what every key but meta starts with
@@ -266,8 +273,10 @@ func keysAt(p, meta string, lanes int) KeySet {
 		paused:   p + "paused",
 		leases:   p + "leases",
 		inflight: p + "inflight",
-		dead:     p + deadName,
-		counts:   p + "counts",
+		// Cancels of messages in flight (Queue.Cancel, cancelrun.lua).
+		cancelled: p + "cancelled",
+		dead:      p + deadName,
+		counts:    p + "counts",
 		// Schedules (schedules.go).
 		schedules: p + schedulesName,
 		sdue:      p + scheduleDueName,
@@ -346,7 +355,7 @@ func (k KeySet) all() []string {
 	return append([]string{k.meta, k.ids, k.seq, k.delayed, k.dstore, k.sched,
 		k.wake, k.paused, k.leases, k.inflight, k.dead, k.counts, k.filled,
 		k.gready, k.gpark, k.glimits, k.gdue, k.gflight, k.rate, k.rlog, k.hist,
-		k.schedules, k.sdue, k.done, k.res}, k.lanes...)
+		k.schedules, k.sdue, k.done, k.res, k.cancelled}, k.lanes...)
 }
 
 // maxNameLen bounds queue names; with the fixed parts a key stays short.

@@ -21,7 +21,7 @@ func TestNewKeySet(t *testing.T) {
 		"inflight": k.inflight, "dead": k.dead, "counts": k.counts, "filled": k.filled,
 		"gready": k.gready, "gpark": k.gpark, "glimits": k.glimits, "gdue": k.gdue, "gflight": k.gflight,
 		"rate": k.rate, "rlog": k.rlog, "hist": k.hist,
-		"schedules": k.schedules, "sdue": k.sdue, "done": k.done, "res": k.res} {
+		"schedules": k.schedules, "sdue": k.sdue, "done": k.done, "res": k.res, "cancelled": k.cancelled} {
 		assert.Equal(t, p+name, got)
 	}
 	lanes := []string{p + "lane:0", p + "lane:1", p + "lane:2"}
@@ -30,7 +30,7 @@ func TestNewKeySet(t *testing.T) {
 	assert.Equal(t, map[string]int{lanes[0]: 0, lanes[1]: 1, lanes[2]: 2}, k.laneIndex)
 
 	all := k.all()
-	require.Len(t, all, 25+3)
+	require.Len(t, all, 26+3)
 	seen := map[string]bool{}
 	for _, key := range all {
 		assert.True(t, strings.HasPrefix(key, p), key)

@@ -70,6 +70,49 @@ func (s *Shard) Extend(ctx context.Context, token string, d time.Duration) (bool
 	return ok == 1, nil
 }
 
+// What Renew reports of each token (renew.lua's replies).
+const (
+	RenewLost      = 0 // the lease is gone (acked, retried, expired and swept): nothing changed
+	RenewOK        = 1 // its deadline is the server's now plus d, or later already
+	RenewCancelled = 2 // Queue.Cancel ended it (CancelLease)
+)
+
+// Renew moves the leases of tokens to d after the server's now, each only
+// while it is current and unless it ends later already (renew.lua): one
+// round trip for them all. It returns one RenewLost, RenewOK or
+// RenewCancelled per token.
+func (s *Shard) Renew(ctx context.Context, tokens []string, d time.Duration) ([]int, error) {
+	out := make([]int, 0, len(tokens))
+	args := append([]string{fmtInt(leaseMs(d))}, tokens...)
+	if err := s.do(ctx, renewScript.Cmd(&out, []string{s.k.leases, s.k.cancelled}, args...)); err != nil {
+		return nil, fmt.Errorf("prioq: renew %d leases in %q: %w", len(tokens), s.name, err)
+	}
+	if len(out) != len(tokens) {
+		return nil, fmt.Errorf("prioq: renew %d leases in %q: %w", len(tokens), s.name, ErrScript)
+	}
+	return out, nil
+}
+
+// CancelMarkKept is how long the mark of a delivery ended by CancelLease
+// stays for its holder's renewer to read.
+const CancelMarkKept = time.Hour
+
+// CancelLease ends the delivery of token, a delivery of message id of group
+// g ("" for none), for Queue.Cancel (cancelrun.lua): not retried, its
+// caller id released, its group's slot freed, the token marked for its
+// holder (Renew reports RenewCancelled), counted "cancelled". false when no
+// lease has that token (acked, retried or expired meanwhile): nothing changed.
+func (s *Shard) CancelLease(ctx context.Context, token, id, g string) (bool, error) {
+	var n int
+	keys := []string{s.k.leases, s.k.inflight, s.k.ids, s.k.cancelled, s.k.counts, s.k.wake, s.k.lanes[0]}
+	err := s.write(ctx, s.eval(cancelRunScript, &n, keys, s.kind(), strconv.Itoa(len(s.k.lanes)),
+		token, id, g, fmtInt(leaseMs(CancelMarkKept))))
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return false, fmt.Errorf("prioq: cancel %q in %q: %w", id, s.name, err)
+	}
+	return n == 1, err
+}
+
 func fill(errs []error, err error) []error {
 	for i := range errs {
 		errs[i] = err

@@ -231,7 +231,9 @@ func newFenced(name, src string, growing bool) script {
 }
 
 // The scripts that are not fenced declare every key they touch: open.lua,
-// extend.lua, progress.lua (the leases and the one progress key), pause.lua and find.lua the one key they read or write (find.lua:
+// renew.lua the leases and the cancel marks, extend.lua, progress.lua (the
+// leases and the one progress key), pause.lua and find.lua the one key they
+// read or write (find.lua:
 // one list or the in-flight hash and its leases; Shard.Find builds the names
 // of the group and priority lists and passes each as KEYS), runnow.lua its
 // four (radix follows a node's ASK for them, and a node that has the keys
@@ -302,6 +304,14 @@ var (
 	//go:embed lua/extend.lua
 	extendSrc    string
 	extendScript = newScript(extendSrc)
+
+	//go:embed lua/renew.lua
+	renewSrc    string
+	renewScript = newScript(renewSrc)
+
+	//go:embed lua/cancelrun.lua
+	cancelRunSrc    string
+	cancelRunScript = newFenced("cancelrun", cancelRunSrc, false)
 
 	//go:embed lua/ack.lua
 	ackSrc    string

@@ -112,6 +112,9 @@ const (
 	announceReady   = "r"
 	announceDue     = "d"
 	announceResumed = "u" // Resume (queue.go): work that waited is ready again
+	// announceCancelled: Queue.Cancel ended a delivery in flight
+	// (cancelrun.lua): its holder's renewer looks at once.
+	announceCancelled = "c"
 
 	// schedMarker is the one element of the sched list: pushing it wakes
 	// the promoters, because a message now comes due earlier.
@@ -170,6 +173,9 @@ const (
 	replyTTLMs = 60000
 	// replyMark is the element pushed on it.
 	replyMark = "f"
+	// countCancelled counts deliveries in flight ended by Queue.Cancel
+	// (cancelrun.lua).
+	countCancelled = "cancelled"
 )
 
 // fmtSeconds is d in seconds, as Redis takes a blocking command's timeout.
@@ -239,6 +245,7 @@ func luaConstantList() []luaConstant {
 	str("WAKE", wakeMember)
 	str("ANNOUNCE_READY", announceReady)
 	str("ANNOUNCE_DUE", announceDue)
+	str("ANNOUNCE_CANCELLED", announceCancelled)
 	str("SCHED", schedMarker)
 	str("PAUSE", pauseMember)
 	str("FAIL_RETRY", failRetry)
@@ -258,6 +265,7 @@ func luaConstantList() []luaConstant {
 	str("COUNT_ACKED", countAcked)
 	num("REPLY_TTL_MS", replyTTLMs)
 	str("REPLY_MARK", replyMark)
+	str("COUNT_CANCELLED", countCancelled)
 	return out
 }
 

@@ -26,6 +26,7 @@ type Stats struct {
 	Retried     int64
 	DeadLetters int64
 	Expired     int64
+	Cancelled   int64
 }
 
 // The failure totals of a queue's counts hash (keys.go), beside enqueued
@@ -78,7 +79,7 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 		p.Append(radix.Cmd(&st.Dead, "LLEN", s.k.dead))
 		p.Append(radix.Cmd(&paused, "EXISTS", s.k.paused))
 		p.Append(radix.Cmd(&now, "TIME"))
-		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked, countRetried, countDead, countExpired))
+		p.Append(radix.Cmd(&counts, "HMGET", s.k.counts, countEnqueued, countAcked, countRetried, countDead, countExpired, countCancelled))
 		p.Append(radix.Cmd(&groups, "HGETALL", s.k.gready))
 		return p
 	})
@@ -92,8 +93,8 @@ func (s *Shard) stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	st.Paused = paused == 1
-	if len(counts) == 5 {
-		for i, to := range []*int64{&st.Enqueued, &st.Acked, &st.Retried, &st.DeadLetters, &st.Expired} {
+	if len(counts) == 6 {
+		for i, to := range []*int64{&st.Enqueued, &st.Acked, &st.Retried, &st.DeadLetters, &st.Expired, &st.Cancelled} {
 			*to, _ = strconv.ParseInt(counts[i], 10, 64)
 		}
 	}

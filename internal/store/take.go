@@ -226,7 +226,8 @@ func (s *Shard) takeReplyOf(ctx context.Context, tc takeCall, raw [][]byte) (r t
 		}
 		m := newDelivery(e, s)
 		m.Attempts++ // the stored count is of the deliveries before this one
-		m.token, m.deadline, m.raw = first, deadline, member
+		m.token, m.raw = first, member
+		m.deadline.Store(&deadline)
 		r.msgs = append(r.msgs, m)
 	}
 	var late []error

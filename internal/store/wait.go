@@ -149,9 +149,12 @@ func WithRedirectBudget(ctx context.Context, d time.Duration) context.Context {
 }
 
 // What a shard's channel (its wake-up key's name) announces: work made
-// ready, an earlier due time scheduled, a resume (keys.go wake).
+// ready, an earlier due time scheduled, a resume, a delivery cancelled
+// (keys.go wake).
 const (
-	AnnounceReady   = announceReady
-	AnnounceDue     = announceDue
-	AnnounceResumed = announceResumed
+	AnnounceReady = announceReady
+	AnnounceDue   = announceDue
+	// AnnounceCancelled: see announceCancelled.
+	AnnounceCancelled = announceCancelled
+	AnnounceResumed   = announceResumed
 )
