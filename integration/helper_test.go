@@ -130,6 +130,28 @@ func runHelper(role string) int {
 				emit("A", m.ID)
 			}
 		})
+	case "run-long": // life_test.go: Run with renewal, handlers 10x the lease
+		cons, err := q.NewConsumer(prioq.ConsumerConfig{Concurrency: 8, Lease: 300 * time.Millisecond,
+			SweepInterval: 50 * time.Millisecond})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+		fmt.Fprintln(os.Stdout, "R ready")
+		_ = cons.Run(ctx, func(ctx context.Context, m *prioq.Message) error {
+			emit("S", m.ID)
+			select {
+			case <-ctx.Done():
+				emit("X", m.ID) // the handler's context ended: lease lost
+				return ctx.Err()
+			case <-time.After(3 * time.Second):
+			}
+			if err := m.Ack(ctx); err == nil {
+				emit("A", m.ID)
+			}
+			return nil
+		})
+		return 0
 	case "consume-ticks": // schedules_test.go: S id, receipt time (unix ms), attempts
 		return consumeLoops(ctx, q, seed, func(m *prioq.Message, _ *rand.Rand) {
 			emit("S", fmt.Sprintf("%s %d %d", m.ID, time.Now().UnixMilli(), m.Attempts))
