@@ -21,6 +21,7 @@
 //	prioq_retried_messages_total{queue} failed deliveries scheduled again (counter)
 //	prioq_dead_lettered_messages_total{queue} messages moved to the dead letters (counter)
 //	prioq_expired_leases_total{queue}   leases that ended unacked (counter)
+//	prioq_cancelled_messages_total{queue} messages in flight stopped by Queue.Cancel (counter)
 //	prioq_parked_groups{queue}          groups with messages that wait at a limit
 //	prioq_consumers{queue}              live consumers that serve it (the worker registry,
 //	                                    prioq.Queue.Workers); absent when it could not be read
@@ -85,6 +86,7 @@ type Collector struct {
 	cfg                                        Config
 	ready, delayed, inflight, dead, age, paus  *prometheus.Desc
 	enqueued, acked, retried, deadLtd, expired *prometheus.Desc
+	cancelled                                  *prometheus.Desc
 	up, consumers, parked                      *prometheus.Desc
 	gReady, gFlight, gParked                   *prometheus.Desc
 }
@@ -114,6 +116,7 @@ func NewCollector(cfg Config) *Collector {
 		retried:   d("retried_messages_total", "Deliveries that failed and were scheduled again, since the queue began (prioq.Stats.Retried)."),
 		deadLtd:   d("dead_lettered_messages_total", "Messages moved to the dead letters since the queue began (prioq.Stats.DeadLettered)."),
 		expired:   d("expired_leases_total", "Leases that ended unacked, their messages delivered again, since the queue began (prioq.Stats.Expired)."),
+		cancelled: d("cancelled_messages_total", "Messages in flight stopped by Queue.Cancel, since the queue began (prioq.Stats.Cancelled)."),
 		parked:    d("parked_groups", "Groups whose messages wait at a limit (concurrency or rate): counted in ready, in no lane."),
 		consumers: d("consumers", "Live consumers that serve the queue (the worker registry: prioq.Queue.Workers)."),
 		gReady:    d("group_ready_messages", "A group's messages waiting in its lists (Config.Groups most loaded groups).", "group"),
@@ -124,7 +127,7 @@ func NewCollector(cfg Config) *Collector {
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired, c.parked} {
+	for _, d := range []*prometheus.Desc{c.ready, c.delayed, c.inflight, c.dead, c.age, c.paus, c.enqueued, c.acked, c.up, c.consumers, c.retried, c.deadLtd, c.expired, c.cancelled, c.parked} {
 		ch <- d
 	}
 	if c.cfg.Groups > 0 {
@@ -214,5 +217,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.retried, prometheus.CounterValue, float64(st.Retried), name)
 		ch <- prometheus.MustNewConstMetric(c.deadLtd, prometheus.CounterValue, float64(st.DeadLettered), name)
 		ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.Expired), name)
+		ch <- prometheus.MustNewConstMetric(c.cancelled, prometheus.CounterValue, float64(st.Cancelled), name)
 	}
 }

@@ -176,7 +176,7 @@ prioq_up{queue=%q} 1
 `, good.Name())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "prioq_up"))
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, 1+3+13, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 13 more for the good one (its consumers, parked groups and failure totals included)")
+	assert.Equal(t, 1+3+14, testutil.CollectAndCount(c), "up for the gone queue; 3 lanes and 14 more for the good one (its consumers, parked groups, failure and cancel totals included)")
 }
 
 // With Config.Groups, the most loaded groups of each queue have their own
@@ -229,4 +229,26 @@ prioq_group_ready_messages{group="quiet",queue=%[1]q} 0
 
 	none := NewCollector(Config{Queues: []*prioq.Queue{q}})
 	assert.Equal(t, 0, testutil.CollectAndCount(none, "prioq_group_ready_messages", "prioq_group_parked"))
+}
+
+// A message in flight stopped by Queue.Cancel is counted (issue 35's
+// cancel, exported beside the other totals).
+func TestCollectorCountsCancelled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q := open(t, prioq.Config{Layout: prioq.Levels(2)})
+	id, err := q.Enqueue(ctx, []byte("x"))
+	require.NoError(t, err)
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer cons.Close(ctx)
+	_, err = cons.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, id))
+	c := NewCollector(Config{Queues: []*prioq.Queue{q}})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(`
+# HELP prioq_cancelled_messages_total Messages in flight stopped by Queue.Cancel, since the queue began (prioq.Stats.Cancelled).
+# TYPE prioq_cancelled_messages_total counter
+prioq_cancelled_messages_total{queue=%q} 1
+`, q.Name())), "prioq_cancelled_messages_total"))
 }
