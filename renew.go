@@ -179,7 +179,11 @@ func (r *renewer) renewShard(ctx context.Context, s *store.Shard, ls []*leaseCtl
 	deadline := time.Now().Add(r.lease) // no later than the server's: see take
 	codes, err := s.Renew(cctx, tokens, r.lease)
 	if err != nil {
-		if ctx.Err() == nil {
+		// A slot moving between cluster nodes refuses the call (TRYAGAIN)
+		// until its move ends: routine, retried at the next interval, two
+		// before the lease ends (the deadline timer stays the bound), and
+		// not worth an OnError each time, as the fetch's own redirects.
+		if ctx.Err() == nil && !store.MovedAway(err) {
 			r.c.report(err)
 		}
 		return
