@@ -319,10 +319,20 @@ func TestMessageWhileConsumersTakeAndAck(t *testing.T) {
 			cons := newConsumer(t, q, ConsumerConfig{Concurrency: 16, NoPromoter: true})
 			runCtx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
+			// m100's handler waits until a look found it in flight: one look
+			// at least sees that state, however slow the search is.
+			held, hold := make(chan struct{}), make(chan struct{})
 			go func() {
 				done <- cons.Run(runCtx, func(_ context.Context, m *Message) error {
 					latest.Store(m.ID)
 					started.Add(1)
+					if m.ID == "m100" {
+						close(held)
+						select {
+						case <-hold:
+						case <-time.After(20 * time.Second):
+						}
+					}
 					time.Sleep(5 * time.Millisecond)
 					finished.Store(m.ID, true)
 					acked.Add(1)
@@ -330,6 +340,16 @@ func TestMessageWhileConsumersTakeAndAck(t *testing.T) {
 				})
 			}()
 			seen := map[MessageState]int{}
+			select {
+			case <-held:
+			case <-ctx.Done():
+				t.Fatal("m100 was never taken")
+			}
+			st, err := q.Message(ctx, "m100")
+			require.NoError(t, err)
+			require.Equal(t, MessageInFlight, st.State, "its handler holds it")
+			seen[st.State]++
+			close(hold)
 			for round := 0; acked.Load() < n-50 && ctx.Err() == nil; round++ {
 				// Any message, or one just taken (likely in flight).
 				id := fmt.Sprint("m", (round*37)%n)
