@@ -48,7 +48,12 @@ func (q *Queue) RecordHistory(ctx context.Context, st Stats) error {
 	if has, err := s.HasSample(ctx, now); err != nil || has {
 		return err
 	}
-	return s.AddSample(ctx, store.Sample{At: now, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
+	return q.addSample(ctx, now, st)
+}
+
+// addSample stores st as the reading of now's minute, unasked.
+func (q *Queue) addSample(ctx context.Context, now time.Time, st Stats) error {
+	return q.shards[0].AddSample(ctx, store.Sample{At: now, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 		Dead: st.Dead, Enqueued: st.Enqueued, Acked: st.Acked, Retried: st.Retried, DeadLetters: st.DeadLettered})
 }
 
@@ -79,7 +84,7 @@ func (q *Queue) recordHistory(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, min(q.cfg.CallTimeout, 2*time.Second))
 		if has, err := q.shards[0].HasSample(rctx, time.Now()); err == nil && !has {
 			if st, err := q.Stats(rctx); err == nil {
-				_ = q.RecordHistory(rctx, st)
+				_ = q.addSample(rctx, time.Now(), st) // asked just above: not again
 			}
 		}
 		cancel()

@@ -51,11 +51,8 @@ func (h *handler) messagePage(ctx context.Context, w http.ResponseWriter, r *htt
 		data["Result"] = strconv.Quote(string(f.Value[:min(len(f.Value), maxShownPayload)]))
 	}
 	if st.State == prioq.MessageInFlight {
-		v := queueView{}
-		if v.registry, err = prioq.Workers(ctx, h.cfg.Client); err != nil {
-			v.WorkersErr = err.Error()
-		}
-		data["Holder"] = v.HolderOf(st.Holder)
+		ws, werr := prioq.Workers(ctx, h.cfg.Client)
+		data["Holder"] = holderOf(st.Holder, ws, werr == nil)
 	}
 	waiting := st.State == prioq.MessageDelayed || st.State == prioq.MessageReady
 	data["CanRunNow"] = st.State == prioq.MessageDelayed && h.authorize(r, RunNow, q.Name()) == nil

@@ -69,15 +69,21 @@ type queueView struct {
 // message come back) or runs its consumers without a heartbeat; else the
 // id, or "-" for a message taken before holders were named.
 func (v queueView) HolderOf(holder string) string {
+	return holderOf(holder, v.registry, v.WorkersErr == "")
+}
+
+// holderOf is HolderOf over registry, every live worker; known: the
+// registry was read.
+func holderOf(holder string, registry []prioq.Worker, known bool) string {
 	if holder == "" {
 		return "-"
 	}
-	for _, w := range v.registry {
+	for _, w := range registry {
 		if w.Holder == holder {
 			return fmt.Sprintf("%s %d", w.Host, w.PID)
 		}
 	}
-	if v.WorkersErr == "" {
+	if known {
 		return "unregistered (" + holder + ")"
 	}
 	return holder
