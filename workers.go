@@ -50,6 +50,21 @@ type Worker struct {
 	Started, LastSeen, Expires time.Time
 }
 
+// HolderIn returns a worker of ws (a registry read by Workers) of the
+// process that holder names (LeasedMessage.Holder, MessageStatus.Holder),
+// and false when none: that process died, closed, or runs its consumers
+// without a heartbeat.
+func HolderIn(ws []Worker, holder string) (Worker, bool) {
+	if holder != "" {
+		for _, w := range ws {
+			if w.Holder == holder {
+				return w, true
+			}
+		}
+	}
+	return Worker{}, false
+}
+
 // Serves reports whether w serves the queue name.
 func (w Worker) Serves(name string) bool {
 	_, ok := slices.BinarySearch(w.Queues, name)

@@ -316,6 +316,11 @@ func TestLeasedNamesItsHolder(t *testing.T) {
 	ws := waitWorkers(t, cl, "the consumer", func(ws []Worker) bool { _, ok := findWorker(ws, c.ID()); return ok })
 	w, _ := findWorker(ws, c.ID())
 	require.Equal(t, leased[0].Holder, w.Holder, "the worker registry names the holder")
+	h, ok := HolderIn(ws, leased[0].Holder)
+	require.True(t, ok)
+	require.Equal(t, os.Getpid(), h.PID)
+	_, ok = HolderIn(ws, "")
+	require.False(t, ok, "no holder names no worker")
 	require.Equal(t, os.Getpid(), w.PID)
 
 	// A token of a take before holders were named (a random suffix alone):

@@ -78,10 +78,8 @@ func holderOf(holder string, registry []prioq.Worker, known bool) string {
 	if holder == "" {
 		return "-"
 	}
-	for _, w := range registry {
-		if w.Holder == holder {
-			return fmt.Sprintf("%s %d", w.Host, w.PID)
-		}
+	if w, ok := prioq.HolderIn(registry, holder); ok {
+		return fmt.Sprintf("%s %d", w.Host, w.PID)
 	}
 	if known {
 		return "unregistered (" + holder + ")"

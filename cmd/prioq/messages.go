@@ -287,10 +287,8 @@ func holderName(holder string, ws []prioq.Worker, known bool) string {
 	if holder == "" {
 		return "-"
 	}
-	for _, w := range ws {
-		if w.Holder == holder {
-			return fmt.Sprintf("%s:%d", w.Host, w.PID)
-		}
+	if w, ok := prioq.HolderIn(ws, holder); ok {
+		return fmt.Sprintf("%s:%d", w.Host, w.PID)
 	}
 	if known {
 		return "unregistered:" + holder
