@@ -100,6 +100,27 @@
 // its rate limit is parked and put back by a promoter when its next take is
 // due; consumers of a queue at its limit sleep until then. Neither polls.
 //
+// # Periodic work, and work that must not run twice or late
+//
+// Queue.Schedule enqueues a message at each tick of a cron spec or an
+// "@every d", each tick once, fired by whichever consumer's promoter comes
+// first (schedfire.lua, a compare-and-set on the server's clock: no
+// leader, no lock; docs/schedules.md). UniqueFor and UniqueKey refuse a
+// second enqueue within a window even after the first was handled;
+// Debounce and DebounceFirst fold a burst into one delayed message;
+// StartBy and MaxWait dead-letter a message a consumer would start too
+// late (docs/once.md).
+//
+// # A message's life
+//
+// Queue.Message finds a message by id in any state; with Config.Retain, or
+// a result set by Message.SetResult, a finished one's record is kept, read
+// by Queue.Result and waited for by Queue.WaitResult; Message.Progress
+// reports progress, fenced by the lease (docs/results.md). Run renews its
+// handlers' leases (ConsumerConfig.NoRenew), ends a handler after
+// ConsumerConfig.HandlerTimeout, and Queue.Cancel stops a message in flight
+// in any process (ErrCancelled; docs/guarantees.md).
+//
 // # Cost per operation
 //
 // Round trips (one Lua call or one pipeline each) and Redis commands, counting
