@@ -133,8 +133,9 @@
 //	take, AtLeastOnce                      1 round trip; EVALSHA + LMPOP/ZMPOP, EXISTS, TIME, ZADD, HSET, ZADD wake-up
 //	take, AtMostOnce                       1 round trip; BLPOP / BZPOPMIN (BLMPOP / BZMPOP for batches)
 //	Ack, AckBatch                          1 round trip; ZREM + HDEL per message + HINCRBY, pipelined
-//	                                       (ack.lua with a caller id); Run's acks of a queue of one shard
-//	                                       ride on its next take: the same commands, in the take's pipeline
+//	                                       (ack.lua with a caller id); Run's acks of a queue of one shard,
+//	                                       and AckAndReceive's, ride on the consumer's next take: the same
+//	                                       commands, in the take's pipeline (no round trip of their own)
 //	promotion                              1 round trip per batch of due messages
 //	Cancel                                 1 round trip; delayed O(log n), ready O(depth): lanes are scanned
 //	Close: what the consumer holds         1 round trip for all of them (release.lua, or a pipeline)

@@ -170,8 +170,9 @@ func (s *prioqSystem) EnqueueAt(ctx context.Context, level int, p []byte, due ti
 }
 
 // Consume runs one Consumer per worker, each making single-message calls
-// (Receive + Ack) or batched ones (ReceiveBatch + AckBatch): the same shape as
-// the raw loops it is compared with. Only the first consumer promotes.
+// (AtLeastOnce: AckAndReceive, the ack of one message riding on the take of
+// the next; AtMostOnce: Receive) or batched ones (ReceiveBatch + AckBatch):
+// the same shape as the raw loops it is compared with. Only the first consumer promotes.
 func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle func([]byte)) error {
 	if s.run > 0 {
 		return s.consumeRun(ctx, workers, handle)
@@ -193,8 +194,26 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 				_ = cons.Close(cctx)
 				cancel()
 			}()
+			var done *prioq.Message // AtLeastOnce single calls: acked by the next call
 			for {
-				msgs, err := cons.ReceiveBatch(ctx, batch)
+				var msgs []*prioq.Message
+				var err error
+				if batch == 1 && s.mode == prioq.AtLeastOnce {
+					var m *prioq.Message
+					if done == nil {
+						m, err = cons.Receive(ctx)
+					} else {
+						m, err = cons.AckAndReceive(ctx, done)
+					}
+					if err == nil {
+						done, msgs = m, []*prioq.Message{m}
+					} else if done != nil {
+						// Nil at once if the call acked it.
+						_ = done.Ack(context.Background())
+					}
+				} else {
+					msgs, err = cons.ReceiveBatch(ctx, batch)
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						firstErr.CompareAndSwap(nil, err)
@@ -204,7 +223,7 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 				for _, m := range msgs {
 					handle(m.Payload)
 				}
-				if s.mode == prioq.AtLeastOnce {
+				if s.mode == prioq.AtLeastOnce && done == nil {
 					for _, err := range prioq.AckBatch(context.Background(), msgs...) {
 						if err != nil {
 							firstErr.CompareAndSwap(nil, err)

@@ -67,3 +67,76 @@ func libraryCount(t *testing.T, ctx context.Context, addr string) int {
 	require.NoError(t, nodeDo(ctx, addr, &list, "FUNCTION", "LIST"))
 	return len(list)
 }
+
+// Acks that ride on takes (Run's, AckAndReceive's) on a cluster client: the
+// riding take is an FCALL in the acks' pipeline, and radix, which knows
+// where EVALSHA's keys are, took FCALL's first argument (the function's
+// name) for its key, so the cluster client refused the whole pipeline
+// ("keys ... do not belong to the same slot") before sending it. Every
+// riding ack failed (Run reported ErrLeaseLost-free failures and the
+// messages came back at the end of their leases, handled twice), and every
+// AckAndReceive failed. Now each ack is made with its take, once.
+func TestClusterAcksRideOnTakes(t *testing.T) {
+	leakCheck(t)
+	c := newTestCluster(t, 2, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := c.client(ctx, 16)
+	q, err := prioq.Open(ctx, cl, queueName(t), prioq.Config{Layout: prioq.Levels(3)})
+	require.NoError(t, err)
+	defer q.Purge(ctx)
+	const n = 40
+	for i := range n {
+		_, err := q.Enqueue(ctx, []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+
+	// Run with one handler: each ack rides on the next take.
+	cons, err := q.NewConsumer(prioq.ConsumerConfig{Concurrency: 1, NoPromoter: true, OnError: func(error) {}})
+	require.NoError(t, err)
+	type finish struct {
+		o   prioq.Outcome
+		err error
+	}
+	finished := make(chan finish, n)
+	runCtx, stop := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- cons.Run(runCtx, func(_ context.Context, m *prioq.Message) error {
+			m.AfterFinish(func(o prioq.Outcome, err error) { finished <- finish{o, err} })
+			return nil
+		})
+	}()
+	for i := range n / 2 {
+		select {
+		case f := <-finished:
+			assert.Equal(t, prioq.OutcomeAcked, f.o, "message %d", i)
+			assert.NoError(t, f.err, "message %d", i)
+		case <-ctx.Done():
+			t.Fatal("Run stopped handling")
+		}
+	}
+	stop()
+	<-runDone
+	closeWithin(t, cons, 10*time.Second)
+
+	// AckAndReceive: the other half.
+	single, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer closeWithin(t, single, 10*time.Second)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	left := int(st.Ready)
+	m, err := single.Receive(ctx)
+	require.NoError(t, err)
+	for i := 1; i < left; i++ {
+		m, err = single.AckAndReceive(ctx, m)
+		require.NoError(t, err, "call %d", i)
+	}
+	require.NoError(t, m.Ack(ctx))
+	st, err = q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Ready+st.InFlight+st.Delayed+st.Dead, "every message acked once: %+v", st)
+	assert.EqualValues(t, n, st.Acked)
+	assert.Zero(t, st.Expired, "no lease ended unacked")
+}

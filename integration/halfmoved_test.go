@@ -185,6 +185,16 @@ func (h *halfMoved) run(move func(i int, key string) bool) {
 	require.NoError(t, dm.Retry(ctx, 0, "to the dead letters"))
 	require.NoError(t, dcons.Close(ctx))
 
+	// A message whose ack rides on the next take (AckAndReceive), made
+	// during the move.
+	h.enqueue("a1", prioq.Priority(h.prio(2)))
+	arc, err := q.NewConsumer(prioq.ConsumerConfig{NoPromoter: true})
+	require.NoError(t, err)
+	defer closeWithin(t, arc, 10*time.Second)
+	ar, err := arc.Receive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "a1", string(ar.Payload))
+
 	h.enqueue("g2", prioq.Priority(h.prio(1)), prioq.Group(halfMovedGroup))
 	h.groupQ = append(h.groupQ, "g2")
 	for i := range 6 {
@@ -301,6 +311,15 @@ func (h *halfMoved) run(move func(i int, key string) bool) {
 		return q.RequeueDead(ctx, dls[0].ID)
 	})
 	op("Ack", func(ctx context.Context) error { return held[0].Ack(ctx) })
+	var early []string // taken by AckAndReceive during the move
+	op("AckAndReceive", func(ctx context.Context) error {
+		m, err := arc.AckAndReceive(ctx, ar)
+		if err != nil {
+			return err
+		}
+		early = append(early, string(m.Payload))
+		return m.Ack(ctx)
+	})
 	op("Retry", func(ctx context.Context) error { return held[1].Retry(ctx, time.Millisecond, "again") })
 	op("Extend", func(ctx context.Context) error { return held[2].Extend(ctx, time.Minute) })
 	op("Message", func(ctx context.Context) error {
@@ -335,7 +354,13 @@ func (h *halfMoved) run(move func(i int, key string) bool) {
 	require.NoError(t, held[2].Ack(ctx), "the extended message is still held")
 	got := map[string]int{}
 	var groupGot []string
-	for drained := 0; drained < len(h.want); {
+	for _, p := range early {
+		got[p]++
+		if slices.Contains([]string{"g1", "g2", "e2"}, p) {
+			groupGot = append(groupGot, p)
+		}
+	}
+	for drained := len(early); drained < len(h.want); {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		m, err := worker.Receive(rctx)
 		cancel()

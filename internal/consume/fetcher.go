@@ -165,7 +165,20 @@ func (f *Fetcher) releaseKept(ctx context.Context, stale []*store.Delivery) erro
 // starts or joins; ctx.Err() when ctx ends first (taking nothing for the
 // caller), store.ErrClosed after Close.
 func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error) {
-	waited := false // for a fetch: what is held then is its result
+	return f.receive(ctx, n, false)
+}
+
+// startFetch starts a fetch of n; callers hold f.mu, and no fetch runs.
+func (f *Fetcher) startFetch(n int) {
+	f.running = make(chan struct{})
+	running := f.running
+	store.Go(func() { f.fetch(running, n) })
+}
+
+// receive is Receive's loop; started says the caller started the fetch in
+// progress, so that what is held after it is its result.
+func (f *Fetcher) receive(ctx context.Context, n int, started bool) ([]*store.Delivery, error) {
+	waited := started // for a fetch: what is held then is its result
 	for {
 		f.mu.Lock()
 		if f.closed {
@@ -203,8 +216,7 @@ func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error)
 				f.mu.Unlock()
 				return nil, err
 			}
-			f.running = make(chan struct{})
-			go f.fetch(f.running, n)
+			f.startFetch(n)
 		}
 		done := f.running
 		f.waiting++

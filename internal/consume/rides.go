@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +75,19 @@ func (r *Rides) Offer(ride Ride) bool {
 	return true
 }
 
+// Carry queues ride for the take of a fetch its caller is about to start
+// (ReceiveRiding): a take that is sure to come at once, Run or not. It
+// refuses (false) an ack of another shard, or of a caller id, as Offer does.
+func (r *Rides) Carry(s *store.Shard, ride Ride) bool {
+	if r == nil || s != r.s || ride.Req.Caller {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = append(r.pending, ride)
+	return true
+}
+
 // Pause refuses rides until the next take, and acks what is pending alone:
 // the fetch is about to wait for work, or Run to retry after an error.
 func (r *Rides) Pause() {
@@ -133,4 +147,50 @@ func (r *Rides) ackAlone(rides []Ride) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	done(rides, r.s.AckBatch(ctx, reqs(rides)))
+}
+
+// ReceiveRiding is Receive with an ack riding on the take it starts (an
+// ack-and-receive call): when nothing is held, no fetch is in progress and
+// the source's Rides carry it (see Rides.Carry) for s, the ride goes on the
+// first take of the fetch it starts, and the fetch calls its Done whatever
+// becomes of the take (the take's pipeline, or alone if the fetch waits for
+// work or the take was not sent); carried is then true, and the rest is
+// Receive's. Otherwise it returns at once, carried false, having changed
+// nothing: the caller acks alone and calls Receive.
+func (f *Fetcher) ReceiveRiding(ctx context.Context, n int, s *store.Shard, ride Ride) (ds []*store.Delivery, carried bool, err error) {
+	f.mu.Lock()
+	rides := RidesOf(f.src)
+	if f.closed || len(f.held) > 0 || f.running != nil || f.err != nil || ctx.Err() != nil || !rides.Carry(s, ride) {
+		f.mu.Unlock()
+		return nil, false, nil
+	}
+	f.startFetch(n)
+	f.mu.Unlock()
+	ds, err = f.receive(ctx, n, true)
+	return ds, true, err
+}
+
+// Unreceive puts deliveries a caller got from Receive but will not hand out
+// back in front of held, for the next Receive (or Close's give-back); their
+// keeping time runs from their fetch, or from what was held already. After
+// Close, it gives them back at once.
+func (f *Fetcher) Unreceive(ds []*store.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), f.opts.CallTimeout)
+		defer cancel()
+		if err := f.GiveBack(ctx, ds); err != nil {
+			f.report(err)
+		}
+		return
+	}
+	defer f.mu.Unlock()
+	if len(f.held) == 0 {
+		f.heldAt = time.Now()
+	}
+	f.held = append(slices.Clone(ds), f.held...)
 }

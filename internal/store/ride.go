@@ -77,7 +77,8 @@ func (s *Shard) takeRiding(ctx context.Context, a takeArgs, acks []AckReq) (take
 		cmdArgs := make([]string, 0, 3+len(tc.keys)+len(tc.args))
 		cmdArgs = append(cmdArgs, first, strconv.Itoa(len(tc.keys)+1))
 		cmdArgs = append(append(append(cmdArgs, tc.keys...), s.k.fence), tc.args...)
-		errs, werr := s.ackPipelined(ctx, reqsAt(acks, ride), radix.Cmd(rep, cmd, cmdArgs...))
+		keys := append(append(make([]string, 0, len(tc.keys)+1), tc.keys...), s.k.fence)
+		errs, werr := s.ackPipelined(ctx, reqsAt(acks, ride), keyedCmd{radix.Cmd(rep, cmd, cmdArgs...), keys})
 		for j, err := range errs {
 			ackErrs[ride[j]] = err
 		}
@@ -102,6 +103,22 @@ func (s *Shard) takeRiding(ctx context.Context, a takeArgs, acks []AckReq) (take
 	}
 	wg.Wait()
 	return r, ackErrs, err
+}
+
+// keyedCmd is a command whose keys are given, not guessed: radix knows
+// where EVALSHA's keys are, but takes FCALL's first argument (the function's
+// name) for its key, and a cluster client then refuses the pipeline of the
+// acks and the take ("keys ... do not belong to the same slot") before
+// sending any of it.
+type keyedCmd struct {
+	radix.Action
+	keys []string
+}
+
+func (k keyedCmd) Properties() radix.ActionProperties {
+	p := k.Action.Properties()
+	p.Keys = k.keys
+	return p
 }
 
 func reqsAt(reqs []AckReq, at []int) []AckReq {
