@@ -42,7 +42,9 @@ type Middleware func(next Handler) Handler
 // of caller ids) ride on that take: acks and take in one round trip, each
 // with its own outcome (an ack that lost its lease takes nothing from the
 // take, a take that fails fails no ack). A panic in a handler is recovered
-// and counts as a failed attempt.
+// and counts as a failed attempt. A handler runs in a goroutine kept for the
+// next one (its stack grown already): leave nothing bound to it behind (a
+// runtime.LockOSThread without its Unlock, pprof goroutine labels).
 //
 // When ctx is done Run stops taking, waits up to GracePeriod for handlers in
 // flight, then cancels their contexts and waits for them to return; leases of
@@ -76,7 +78,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	}
 	err := c.feed(ctx, slots, rides, func(m *Message) {
 		wg.Add(1)
-		go func() {
+		store.Go(func() {
 			c.stats.running.Add(1)
 			// The slot (and the running count) is freed when the handler's
 			// ack rides on the next take, or when it all ends.
@@ -84,7 +86,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 			free := func() { freed.Do(func() { c.stats.running.Add(-1); <-slots }) }
 			defer func() { free(); wg.Done() }()
 			c.handle(hctx, m, h, runAck{rides: rides, free: free}, rn)
-		}()
+		})
 	})
 	if rides != nil {
 		rides.Close() // no take comes any more: what waits for one is acked alone
