@@ -236,3 +236,36 @@ func TestAckAndReceiveWhereItCannotRide(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "nothing taken")
 }
+
+// At maxmemory (noeviction) the ack and the take both free memory: the
+// call runs, on Functions and on EVALSHA alike.
+func TestAckAndReceiveAtMaxMemory(t *testing.T) {
+	for _, srv := range []struct {
+		name string
+		args []string
+	}{{"functions", nil}, {"evalsha", []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}}} {
+		t.Run(srv.name, func(t *testing.T) {
+			c := ownPool(t, ownServer(t, append([]string{"--maxmemory-policy", "noeviction"}, srv.args...)...), 8)
+			ctx := ctxT(t, 20*time.Second)
+			q := openQueue(t, c, Config{})
+			enqueuePayloads(ctx, t, q, "a", "b", "c")
+			cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, SweepInterval: time.Minute})
+			m, err := cons.Receive(ctx)
+			require.NoError(t, err)
+			setMaxMemory(t, c, usedMemory(t, c)-256<<10)
+			t.Cleanup(func() { setMaxMemory(t, c, 0) })
+			_, err = q.Enqueue(ctx, []byte("refused"))
+			require.ErrorContains(t, err, "OOM", "Redis is full")
+
+			for _, want := range []string{"b", "c"} {
+				m, err = cons.AckAndReceive(ctx, m)
+				require.NoError(t, err, "at maxmemory")
+				assert.Equal(t, want, string(m.Payload))
+			}
+			require.NoError(t, m.Ack(ctx))
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, st.InFlight+st.Ready)
+		})
+	}
+}
