@@ -1,0 +1,120 @@
+package prioq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+
+	"github.com/prioq/prioq/internal/testkit/assert"
+	"github.com/prioq/prioq/internal/testkit/require"
+)
+
+// review33_test.go: a review of AckAndReceive and the kept goroutines
+// (issue 33). Each test fails on the code it was written against.
+
+// With Config.WaitReplicas and no replica to confirm it, an ack is made but
+// not confirmed: Ack says so (ErrNotReplicated), as do AckBatch, Run's
+// AfterFinish and Enqueue (which returns the id beside it). AckAndReceive
+// drops it: the caller gets the next message and a nil error, and never
+// learns that the ack of done may be lost with the primary.
+func TestReview33_AckAndReceiveDropsNotReplicated(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	cl := ownPool(t, ownServer(t), 4) // no replica
+	q := openQueue(t, cl, Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond, CallTimeout: 2 * time.Second})
+	for _, p := range []string{"a", "b", "c"} {
+		_, err := q.Enqueue(ctx, []byte(p))
+		require.True(t, err == nil || errors.Is(err, ErrNotReplicated), "enqueue: %v", err)
+	}
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, SweepInterval: time.Minute, OnError: func(error) {}})
+
+	// Ack tells it.
+	a, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	assert.ErrorIs(t, a.Ack(ctx), ErrNotReplicated, "Ack reports the unconfirmed ack")
+
+	// AckAndReceive does not.
+	b, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	next, err := cons.AckAndReceive(ctx, b)
+	if next != nil {
+		defer func() { _ = next.Ack(context.WithoutCancel(ctx)) }()
+	}
+	assert.ErrorIs(t, err, ErrNotReplicated,
+		"AckAndReceive must tell that done's ack was not confirmed by the replicas (got message %v)", next != nil)
+}
+
+// blockingClient is a Client whose calls, while block is set, signal in
+// and wait for release before going to Redis.
+type blockingClient struct {
+	Client
+	block   atomic.Bool
+	in      chan struct{}
+	release chan struct{}
+}
+
+func (c *blockingClient) Do(ctx context.Context, a radix.Action) error {
+	if c.block.Load() {
+		c.in <- struct{}{}
+		<-c.release
+	}
+	return c.Client.Do(ctx, a)
+}
+
+// A Redis call runs in a goroutine of its own (doBounded), which used to be
+// started by the caller's goroutine and so carried the caller's profiler
+// labels (runtime/pprof: a goroutine inherits its creator's labels): a CPU
+// or goroutine profile put the call's time (radix's encoding and decoding,
+// the client's own work) under the caller that made it. A kept goroutine
+// carries the labels of whichever caller started it, for every later
+// caller's calls: here a call made under {caller: second} runs, and is
+// profiled, under {caller: first}.
+func TestReview33_KeptGoroutineCarriesAnotherCallersLabels(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	bc := &blockingClient{Client: newClient(t), in: make(chan struct{}), release: make(chan struct{})}
+	q := openQueue(t, bc, Config{})
+
+	pprof.Do(ctx, pprof.Labels("caller", "first"), func(ctx context.Context) {
+		_, err := q.Len(ctx)
+		require.NoError(t, err)
+	})
+	time.Sleep(50 * time.Millisecond) // its goroutine now waits for the next job
+
+	bc.block.Store(true)
+	done := make(chan error, 1)
+	go pprof.Do(ctx, pprof.Labels("caller", "second"), func(ctx context.Context) {
+		_, err := q.Len(ctx)
+		done <- err
+	})
+	<-bc.in
+	bc.block.Store(false)
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+	close(bc.release)
+	require.NoError(t, <-done)
+
+	// The goroutine profile (debug=1) groups goroutines by stack and labels:
+	// find the one in blockingClient.Do.
+	var labels string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if !strings.Contains(g, "blockingClient).Do") {
+			continue
+		}
+		for _, l := range strings.Split(g, "\n") {
+			if strings.HasPrefix(l, "# labels: ") {
+				labels = l
+			}
+		}
+		if labels == "" {
+			labels = "(none)"
+		}
+	}
+	require.NotEqual(t, "", labels, "the call is in the profile")
+	assert.Contains(t, labels, `"caller":"second"`, "the call made under {caller: second} is profiled under its caller's labels")
+}
