@@ -118,3 +118,69 @@ func TestReview33_KeptGoroutineCarriesAnotherCallersLabels(t *testing.T) {
 	require.NotEqual(t, "", labels, "the call is in the profile")
 	assert.Contains(t, labels, `"caller":"second"`, "the call made under {caller: second} is profiled under its caller's labels")
 }
+
+// A Receive waits on the fetch in progress and wakes when it ends: what is
+// held is always a fetch's result, found by every caller woken with it
+// (fetcher.go). AckAndReceive breaks that: when its ack fails
+// (ErrLeaseLost), the message its take got goes back into held
+// (Fetcher.Unreceive) after the fetch ended, and a Receive that meanwhile
+// found held empty and started the next fetch waits on that fetch (for
+// work that does not come: the message is leased to this consumer) while
+// the message sits in held. Nothing frees it but new work, the Receive's
+// ctx, or the end of its lease and a sweep that delivers it again (one
+// more attempt counted). The same holds for the message put back when the
+// call's ctx ends just as its take returns.
+//
+// The race (the AckAndReceive takes the message before the Receive starts
+// the next fetch, and puts it back after) is won in about one round of ten
+// here: the test repeats it until one Receive waits past a second with the
+// message held, or 100 rounds.
+func TestReview33_UnreceivedMessageStrandsAWaitingReceive(t *testing.T) {
+	for round := range 100 {
+		ctx := ctxT(t, 30*time.Second)
+		c := newClient(t)
+		q := openQueue(t, c, Config{})
+		cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, SweepInterval: time.Minute, Lease: 10 * time.Second,
+			BlockTimeout: time.Second, OnError: func(error) {}})
+		enqueuePayloads(ctx, t, q, "done")
+		done, err := cons.Receive(ctx)
+		require.NoError(t, err)
+		// done's lease is lost: the ack that rides fails.
+		require.NoError(t, c.Do(ctx, radix.Cmd(nil, "ZREM", sh(q).Keys().Leases(), done.d.Token())))
+
+		// AckAndReceive starts the fetch (the queue is empty: it waits for
+		// work), and a Receive joins it.
+		actx, acancel := context.WithCancel(ctx)
+		acked := make(chan error, 1)
+		go func() { _, err := cons.AckAndReceive(actx, done); acked <- err }()
+		require.True(t, assert.Eventually(t, func() bool { _, running, _ := cons.fetcher.State(); return running },
+			5*time.Second, time.Millisecond, "the fetch started"))
+		received := make(chan *Message, 1)
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		go func() {
+			m, _ := cons.Receive(rctx)
+			received <- m
+		}()
+		time.Sleep(20 * time.Millisecond)
+		enqueuePayloads(ctx, t, q, "next")
+
+		var got *Message
+		select {
+		case got = <-received:
+		case <-time.After(time.Second):
+		}
+		held, running, _ := cons.fetcher.State()
+		rcancel()
+		acancel()
+		<-acked
+		if got == nil {
+			got = <-received
+		}
+		if got != nil {
+			require.NoError(t, got.Ack(ctx))
+			continue
+		}
+		t.Fatalf("round %d: a Receive waited a second on a fetch (running %v) while the message it waits for was held (%d held)",
+			round, running, held)
+	}
+}
