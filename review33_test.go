@@ -184,3 +184,54 @@ func TestReview33_UnreceivedMessageStrandsAWaitingReceive(t *testing.T) {
 			round, running, held)
 	}
 }
+
+// slowPipelines is a Client that, while slow is set, hands back a
+// pipeline's replies only delay after Redis ran it.
+type slowPipelines struct {
+	Client
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (c *slowPipelines) Do(ctx context.Context, a radix.Action) error {
+	err := c.Client.Do(ctx, a)
+	if _, ok := a.(*radix.Pipeline); ok && c.slow.Load() {
+		time.Sleep(c.delay)
+	}
+	return err
+}
+
+// AckAndReceive's ack rides on a take its consumer's fetch makes, and the
+// fetch goes on when the call's ctx ends: the ack is made, and recorded on
+// done when the fetch's reply comes ("so that done.Ack says nil at once").
+// Until then, done.Ack, the call the doc points to when unsure ("done.Ack
+// returns nil at once for a message acked already"), sends an ack of its
+// own, finds the lease gone (the ride removed it) and says ErrLeaseLost: the
+// lease expired and the message was taken back, the work may be done twice.
+// Nothing of the sort happened: this consumer acked it, with its lease
+// whole. (A plain Ack whose ctx ended has the same race; AckAndReceive's
+// fetch, though, knows its ack is on the way and records it: done.Ack could
+// wait for that.)
+func TestReview33_AckAfterCancelledAckAndReceiveSaysLeaseLost(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	sp := &slowPipelines{Client: newClient(t), delay: 500 * time.Millisecond}
+	q := openQueue(t, sp, Config{})
+	enqueuePayloads(ctx, t, q, "done", "next")
+	cons := newConsumer(t, q, ConsumerConfig{NoPromoter: true, SweepInterval: time.Minute, Lease: time.Minute, OnError: func(error) {}})
+	done, err := cons.Receive(ctx)
+	require.NoError(t, err)
+
+	sp.slow.Store(true) // the riding take's reply comes late
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	got, err := cons.AckAndReceive(short, done)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, got == nil)
+	sp.slow.Store(false)
+
+	assert.NoError(t, done.Ack(ctx), "this consumer acked done with its lease whole: no lease was lost")
+	next, err := cons.Receive(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "next", string(next.Payload))
+	require.NoError(t, next.Ack(ctx))
+}
