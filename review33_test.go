@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/prioq/prioq/internal/testkit"
 	"github.com/prioq/prioq/internal/testkit/assert"
 	"github.com/prioq/prioq/internal/testkit/require"
 )
@@ -234,4 +236,66 @@ func TestReview33_AckAfterCancelledAckAndReceiveSaysLeaseLost(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "next", string(next.Payload))
 	require.NoError(t, next.Ack(ctx))
+}
+
+// stuckClient is a Client whose calls, while stuck is set, wait for
+// release whatever their ctx says (a client that ignores its ctx: what
+// doBounded's own goroutine is for).
+type stuckClient struct {
+	Client
+	stuck   atomic.Bool
+	release chan struct{}
+}
+
+func (c *stuckClient) Do(ctx context.Context, a radix.Action) error {
+	if c.stuck.Load() {
+		<-c.release
+	}
+	return c.Client.Do(ctx, a)
+}
+
+// leakTB is a testing.TB whose cleanups run when the test says, and whose
+// errors are recorded, not reported.
+type leakTB struct {
+	testing.TB
+	cleanups []func()
+	errs     []string
+}
+
+func (l *leakTB) Helper()                           {}
+func (l *leakTB) Failed() bool                      { return false }
+func (l *leakTB) Cleanup(f func())                  { l.cleanups = append(l.cleanups, f) }
+func (l *leakTB) Errorf(format string, args ...any) { l.errs = append(l.errs, fmt.Sprintf(format, args...)) }
+
+// testkit.NoLeaks counts as leaked every goroutine started during the test
+// and still running at its end; goroutines that existed before it are not
+// the test's. A Redis call used to run in a goroutine of its own, started
+// during the test; it now runs in a kept goroutine, which may have been
+// started (and left idle) before the test: a call that never returns (a
+// client that ignores its ctx) holds that goroutine for good, and NoLeaks,
+// which skips every goroutine it saw at the start, does not see the leak.
+func TestReview33_NoLeaksMissesALeakInAKeptGoroutine(t *testing.T) {
+	ctx := ctxT(t, 20*time.Second)
+	sc := &stuckClient{Client: newClient(t), release: make(chan struct{})}
+	defer close(sc.release)
+	q := openQueue(t, sc, Config{})
+	_, err := q.Len(ctx) // its goroutine now waits for the next job
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+
+	lt := &leakTB{TB: t}
+	testkit.NoLeaks(lt)
+	sc.stuck.Store(true)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = q.Len(short) // abandoned at its deadline: the call never returns
+	require.Error(t, err)
+	for i := len(lt.cleanups) - 1; i >= 0; i-- {
+		lt.cleanups[i]() // the test's end: NoLeaks looks
+	}
+	found := false
+	for _, e := range lt.errs {
+		found = found || strings.Contains(e, "stuckClient).Do")
+	}
+	assert.True(t, found, "NoLeaks reports the goroutine stuck in a call made during the test (it reported %d goroutines)", len(lt.errs))
 }
