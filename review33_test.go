@@ -262,10 +262,12 @@ type leakTB struct {
 	errs     []string
 }
 
-func (l *leakTB) Helper()                           {}
-func (l *leakTB) Failed() bool                      { return false }
-func (l *leakTB) Cleanup(f func())                  { l.cleanups = append(l.cleanups, f) }
-func (l *leakTB) Errorf(format string, args ...any) { l.errs = append(l.errs, fmt.Sprintf(format, args...)) }
+func (l *leakTB) Helper()          {}
+func (l *leakTB) Failed() bool     { return false }
+func (l *leakTB) Cleanup(f func()) { l.cleanups = append(l.cleanups, f) }
+func (l *leakTB) Errorf(format string, args ...any) {
+	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+}
 
 // testkit.NoLeaks counts as leaked every goroutine started during the test
 // and still running at its end; goroutines that existed before it are not
