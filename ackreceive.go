@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/prioq/prioq/internal/consume"
+	"github.com/prioq/prioq/internal/store"
 )
 
 // AckAndReceive acks done and receives the next message: for a loop of single
@@ -15,18 +16,19 @@ import (
 // one pipeline, each with its own outcome: internal/store/ride.go); nothing
 // about either changes but the round trip.
 //
-// The ack is made first and decides. When it fails (ErrLeaseLost: the lease
-// had ended and the message was taken back; or the Redis error),
-// AckAndReceive returns that error and no message; whatever the take got
-// meanwhile stays with this consumer for its next Receive (as after a
-// Receive whose ctx ended: see Receive), so nothing is lost or stranded.
-// When the ack succeeds, the rest is Receive's: the next message, or
-// Receive's error, the ack made all the same. Unsure which? done.Ack
-// returns nil at once for a message acked already.
+// The ack is made first and decides. When it does not succeed (ErrLeaseLost:
+// the lease had ended and the message was taken back; ErrNotReplicated with
+// Config.WaitReplicas: made, not confirmed; or the Redis error),
+// AckAndReceive returns that error at once and no message; a message its take
+// got meanwhile is given back (to the head of its lane, this delivery not
+// counted), so nothing is lost or stranded. When the ack succeeds, the rest is
+// Receive's: the next message, or Receive's error, the ack made all the same.
+// Unsure which? done.Ack returns nil at once for a message acked already.
 //
 // Cancelling ctx returns ctx.Err(): the ack may or may not have been made
-// (as for Ack; if not, the lease runs out and the message comes again), and
-// a message taken for this call waits for the next Receive.
+// (as for Ack; if not, the lease runs out and the message comes again); a
+// done.Ack after it waits for the outcome of the ack in flight rather than
+// sending another. A message taken for this call waits for the next Receive.
 //
 // The ack rides when the consumer's next step is a take of its own: a queue
 // of one shard, AtLeastOnce, without Weights or WaitReplicas; nothing kept
@@ -50,45 +52,78 @@ func (c *Consumer) AckAndReceive(ctx context.Context, done *Message) (*Message, 
 		return c.Receive(ctx)
 	}
 	if !done.alone() {
-		ch := make(chan error, 1)
-		ride := consume.Ride{Req: done.d.Req(), Done: func(err error) { ch <- err }}
-		ds, carried, rerr := c.fetcher.ReceiveRiding(ctx, 1, done.d.Shard(), ride)
-		if carried {
-			acked := func(err error) bool {
-				ok := err == nil || errors.Is(err, ErrNotReplicated)
-				if ok {
-					done.finished.CompareAndSwap(0, int32(OutcomeAcked))
-				}
-				return ok
-			}
-			var ackErr error
-			select {
-			case ackErr = <-ch: // made with the take, or alone before a wait for work
-			case <-ctx.Done():
-				c.fetcher.Unreceive(ds)
-				select {
-				case ackErr = <-ch:
-					acked(ackErr)
-				default:
-					// Made by the fetch within its call's deadline: recorded
-					// then, so that done.Ack says nil at once.
-					go func() { acked(<-ch) }()
-				}
-				return nil, ctx.Err()
-			}
-			if !acked(ackErr) {
-				c.fetcher.Unreceive(ds) // the next Receive's
-				return nil, ackErr
-			}
-			c.stats.delivered.Add(int64(len(ds)))
-			if rerr != nil {
-				return nil, rerr
-			}
-			return messagesOf(ds)[0], nil
+		if m, err, carried := c.ackRiding(ctx, done); carried {
+			return m, err
 		}
 	}
-	if err := done.Ack(ctx); err != nil && !errors.Is(err, ErrNotReplicated) {
+	if err := done.Ack(ctx); err != nil {
 		return nil, err
 	}
 	return c.Receive(ctx)
+}
+
+// ackRiding is AckAndReceive with done's ack riding on the take of a fetch
+// it starts; carried false: it could not (see Fetcher.ReceiveRiding), and
+// nothing happened.
+func (c *Consumer) ackRiding(ctx context.Context, done *Message) (m *Message, err error, carried bool) {
+	// An ack that fails ends the wait for the take (which may wait for
+	// work): the take goes on, and what it gets is kept for the next
+	// Receive as after any Receive that gave up.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ro := &rideOutcome{done: make(chan struct{})}
+	ride := consume.Ride{Req: done.d.Req(), Done: func(err error) {
+		ro.err = err
+		if err == nil || errors.Is(err, ErrNotReplicated) {
+			done.finished.CompareAndSwap(0, int32(OutcomeAcked))
+		}
+		close(ro.done)
+		if err != nil {
+			stop()
+		}
+	}}
+	done.riding.Store(ro)
+	ds, carried, rerr := c.fetcher.ReceiveRiding(rctx, 1, done.d.Shard(), ride)
+	if !carried {
+		close(ro.done) // nothing rode: an Ack waiting on it goes on its own
+		return nil, nil, false
+	}
+	select {
+	case <-ro.done: // made with the take, or alone before a wait for work
+	case <-ctx.Done():
+		c.giveBack(ds)
+		return nil, ctx.Err(), true
+	}
+	if ro.err != nil {
+		c.giveBack(ds)
+		return nil, ro.err, true
+	}
+	c.stats.delivered.Add(int64(len(ds)))
+	if rerr != nil {
+		return nil, rerr, true
+	}
+	return messagesOf(ds)[0], nil, true
+}
+
+// rideOutcome is the outcome of an ack riding on a take, for a done.Ack
+// made while it is in flight (after a cancelled AckAndReceive): done is
+// closed once err is set.
+type rideOutcome struct {
+	done chan struct{}
+	err  error
+}
+
+// giveBack gives back messages taken for a caller who will not get them
+// (AckAndReceive's ack failed, or its ctx ended as they came), in a round
+// trip of its own: to the head of their lanes, the delivery not counted. A
+// give-back that fails leaves them to their leases.
+func (c *Consumer) giveBack(ds []*store.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.qcfg.CallTimeout)
+	defer cancel()
+	if err := c.fetcher.GiveBack(ctx, ds); err != nil {
+		c.report(err)
+	}
 }

@@ -37,6 +37,9 @@ func (m *Message) Ack(ctx context.Context) error {
 	if err := m.leased(); err != nil {
 		return err
 	}
+	if err := m.waitRide(ctx); err != nil {
+		return err
+	}
 	if Outcome(m.finished.Load()) == OutcomeAcked {
 		return nil // acked already: nothing to do, no round trip
 	}
@@ -53,6 +56,22 @@ func (m *Message) Ack(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// waitRide waits for the outcome of an ack of m riding on a take
+// (AckAndReceive whose ctx ended first), so that an Ack after it does not
+// send a second ack, which would find the lease gone and say ErrLeaseLost.
+func (m *Message) waitRide(ctx context.Context) error {
+	ro := m.riding.Load()
+	if ro == nil {
+		return nil
+	}
+	select {
+	case <-ro.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("prioq: ack %q: %w", m.ID, ctx.Err())
+	}
 }
 
 // Retry gives the message back for another attempt after `after` (0: the
@@ -128,6 +147,10 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 		}
 		if m.shard().Config() != msgs[0].shard().Config() { // shards of one queue share its config
 			return fill(errs, fmt.Errorf("%w: AckBatch over several queues", ErrInvalidOption))
+		}
+		if err := m.waitRide(ctx); err != nil {
+			errs[i] = err
+			continue
 		}
 		if Outcome(m.finished.Load()) != OutcomeAcked {
 			todo, at = append(todo, m), append(at, i)

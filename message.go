@@ -33,6 +33,9 @@ type Message struct {
 	result     []byte
 	hasResult  bool
 	progressed atomic.Bool
+	// riding is the outcome of an ack of it riding on a take
+	// (AckAndReceive), once one was sent: Ack waits for it.
+	riding atomic.Pointer[rideOutcome]
 }
 
 // MessageInfo describes a stored message without delivering it: what Peek

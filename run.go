@@ -78,7 +78,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	}
 	err := c.feed(ctx, slots, rides, func(m *Message) {
 		wg.Add(1)
-		store.Go(func() {
+		store.Go(hctx, func() {
 			c.stats.running.Add(1)
 			// The slot (and the running count) is freed when the handler's
 			// ack rides on the next take, or when it all ends.

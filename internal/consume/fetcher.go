@@ -168,11 +168,12 @@ func (f *Fetcher) Receive(ctx context.Context, n int) ([]*store.Delivery, error)
 	return f.receive(ctx, n, false)
 }
 
-// startFetch starts a fetch of n; callers hold f.mu, and no fetch runs.
-func (f *Fetcher) startFetch(n int) {
+// startFetch starts a fetch of n for a caller with ctx (the fetch runs under
+// its profiler labels); callers hold f.mu, and no fetch runs.
+func (f *Fetcher) startFetch(ctx context.Context, n int) {
 	f.running = make(chan struct{})
 	running := f.running
-	store.Go(func() { f.fetch(running, n) })
+	store.Go(ctx, func() { f.fetch(running, n) })
 }
 
 // receive is Receive's loop; started says the caller started the fetch in
@@ -216,7 +217,7 @@ func (f *Fetcher) receive(ctx context.Context, n int, started bool) ([]*store.De
 				f.mu.Unlock()
 				return nil, err
 			}
-			f.startFetch(n)
+			f.startFetch(ctx, n)
 		}
 		done := f.running
 		f.waiting++

@@ -3,7 +3,6 @@ package consume
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -164,33 +163,8 @@ func (f *Fetcher) ReceiveRiding(ctx context.Context, n int, s *store.Shard, ride
 		f.mu.Unlock()
 		return nil, false, nil
 	}
-	f.startFetch(n)
+	f.startFetch(ctx, n)
 	f.mu.Unlock()
 	ds, err = f.receive(ctx, n, true)
 	return ds, true, err
-}
-
-// Unreceive puts deliveries a caller got from Receive but will not hand out
-// back in front of held, for the next Receive (or Close's give-back); their
-// keeping time runs from their fetch, or from what was held already. After
-// Close, it gives them back at once.
-func (f *Fetcher) Unreceive(ds []*store.Delivery) {
-	if len(ds) == 0 {
-		return
-	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.CallTimeout)
-		defer cancel()
-		if err := f.GiveBack(ctx, ds); err != nil {
-			f.report(err)
-		}
-		return
-	}
-	defer f.mu.Unlock()
-	if len(f.held) == 0 {
-		f.heldAt = time.Now()
-	}
-	f.held = append(slices.Clone(ds), f.held...)
 }

@@ -163,7 +163,7 @@ func doBounded(ctx context.Context, c Client, timeout time.Duration, a radix.Act
 		defer cancel()
 	}
 	done := make(chan error, 1)
-	Go(func() { done <- c.Do(ctx, a) })
+	Go(ctx, func() { done <- c.Do(ctx, a) })
 	select {
 	case err := <-done:
 		return err

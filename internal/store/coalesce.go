@@ -72,7 +72,7 @@ func (c *coalescer[T, R]) do(ctx context.Context, item T, run func(context.Conte
 		}
 		defer func() { // also if run panics: the queued must not wait forever
 			if batch := c.nextBatch(); batch != nil {
-				Go(func() { c.drain(batch) })
+				Go(ctx, func() { c.drain(batch) })
 			}
 		}()
 		c.send(callCtx, []*coalesced[T, R]{w})

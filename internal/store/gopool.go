@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 )
@@ -21,28 +23,39 @@ var keptIdle atomic.Int64
 func init() { keptIdle.Store(int64(10 * time.Second)) }
 
 // jobs hands a job to a kept goroutine waiting for one.
-var jobs = make(chan func())
+var jobs = make(chan job)
+
+// job is a function to run, with the profiler labels (runtime/pprof) it
+// runs under: its caller's, as a goroutine started by the caller would
+// have, not those of whoever started the kept goroutine.
+type job struct {
+	labels context.Context
+	f      func()
+}
 
 // Go runs f in a goroutine: a kept one waiting for work, or a new one, which
-// is then kept for keptIdle after each job it runs. Go never waits. f must
-// return: a kept goroutine runs one job at a time.
-func Go(f func()) {
+// is then kept for keptIdle after each job it runs. Go never waits. f runs
+// under the profiler labels of ctx (runtime/pprof.WithLabels, pprof.Do):
+// pass the caller's. f must return: a kept goroutine runs one job at a time.
+func Go(ctx context.Context, f func()) {
+	j := job{labels: ctx, f: f}
 	select {
-	case jobs <- f:
+	case jobs <- j:
 	default:
-		go keep(f)
+		go keep(j)
 	}
 }
 
-func keep(f func()) {
+func keep(j job) {
 	t := time.NewTimer(time.Duration(keptIdle.Load()))
 	defer t.Stop()
 	for {
-		f()
-		f = nil // not kept reachable while idle
+		pprof.SetGoroutineLabels(j.labels)
+		j.f()
+		j = job{} // not kept reachable while idle
 		t.Reset(time.Duration(keptIdle.Load()))
 		select {
-		case f = <-jobs:
+		case j = <-jobs:
 		case <-t.C:
 			return
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"runtime"
 	"strconv"
 	"strings"
@@ -23,13 +24,13 @@ func TestGoKeepsGoroutines(t *testing.T) {
 
 	ran := make(chan int, 1)
 	job := func() { ran <- goid() }
-	Go(job)
+	Go(context.Background(), job)
 	<-ran
 	for range 5 {
 		var idle map[int]bool
 		require.True(t, assert.Eventually(t, func() bool { idle = keptIdleIDs(); return len(idle) > 0 },
 			5*time.Second, time.Millisecond, "a kept goroutine waits"))
-		Go(job)
+		Go(context.Background(), job)
 		id := <-ran
 		assert.True(t, idle[id], "goroutine %d ran the job, not one of the kept %v", id, idle)
 	}
@@ -39,7 +40,7 @@ func TestGoKeepsGoroutines(t *testing.T) {
 	var busy sync.WaitGroup
 	for range 8 {
 		busy.Add(1)
-		Go(func() { defer busy.Done(); started <- struct{}{}; <-release })
+		Go(context.Background(), func() { defer busy.Done(); started <- struct{}{}; <-release })
 	}
 	for range 8 {
 		select {
