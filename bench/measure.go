@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -159,6 +160,7 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		return throughput{}, err
 	}
 	start := time.Now()
+	cpuBefore := processCPU()
 	pctx, pstop := context.WithTimeout(ctx, limit)
 	perr := make(chan error, 1)
 	go func() { perr <- produce(pctx, s, n, producers, prodBatch) }()
@@ -169,6 +171,7 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		timedOut = true
 	}
 	elapsed := time.Since(start)
+	clientCPU := processCPU() - cpuBefore
 	trips := tripsOf(c) - tripsBefore
 	after, err := readStats(ctx, c)
 	pstop()
@@ -190,8 +193,18 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
 		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
 		t.TripsPerMsg = float64(trips-1) / float64(handled) // less the INFO before
+		t.ClientCPUPerMsg = clientCPU.Seconds() * 1e6 / float64(handled)
 	}
 	return t, nil
+}
+
+// processCPU is the CPU time (user + system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // tripsOf is how many calls c made so far, if it counts them (0 if not).
@@ -219,10 +232,12 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 		return throughput{}, err
 	}
 	tripsBefore := tripsOf(c)
+	cpuBefore := processCPU()
 	took, err := consumeUntil(ctx, s, workers, 1, cnt, limit)
 	if err != nil {
 		return throughput{}, err
 	}
+	clientCPU := processCPU() - cpuBefore
 	trips := tripsOf(c) - tripsBefore
 	after, err := readStats(ctx, c)
 	if err != nil {
@@ -235,6 +250,7 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
 		t.TripsPerMsg = float64(trips) / float64(handled)
 		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
+		t.ClientCPUPerMsg = clientCPU.Seconds() * 1e6 / float64(handled)
 	}
 	return t, nil
 }

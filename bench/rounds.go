@@ -69,6 +69,17 @@ func cpuIn(ph phase) figure {
 	}
 }
 
+// clientCPUIn is a phase's client (bench process) CPU µs per message, when
+// it handled any and the run measured it.
+func clientCPUIn(ph phase) figure {
+	return func(s *sysResult) (float64, bool) {
+		if t := ph(s); t != nil && t.Handled > 0 && t.ClientCPUPerMsg > 0 {
+			return t.ClientCPUPerMsg, true
+		}
+		return 0, false
+	}
+}
+
 // ceilingIn is 10⁶ / a phase's Redis CPU µs per message: the messages a
 // second one fully busy Redis core would carry.
 func ceilingIn(ph phase) figure {

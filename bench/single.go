@@ -59,8 +59,8 @@ func runRounds(run []system, p params, drains bool, measure func(system) (*throu
 			if err != nil {
 				fatal(err)
 			}
-			fmt.Printf("%-12s %-58s %8.0f msg/s  %.2f trips/msg  %.1f cmds/msg  %.1f us CPU/msg\n",
-				fmt.Sprintf("round %d/%d", round, p.Rounds), s.Name(), t.Rate, t.TripsPerMsg, t.CmdsPerMsg, t.CPUPerMsg)
+			fmt.Printf("%-12s %-58s %8.0f msg/s  %.2f trips/msg  %.1f cmds/msg  %.1f us CPU/msg  %.1f us client CPU/msg\n",
+				fmt.Sprintf("round %d/%d", round, p.Rounds), s.Name(), t.Rate, t.TripsPerMsg, t.CmdsPerMsg, t.CPUPerMsg, t.ClientCPUPerMsg)
 			r := &sysResult{Name: s.Name()}
 			if drains {
 				r.Drain = t
@@ -80,8 +80,10 @@ func runRounds(run []system, p params, drains bool, measure func(system) (*throu
 		line := fmt.Sprintf("%-12s %-58s %8s msg/s  %s trips/msg  %s cmds/msg  %s us CPU/msg", fmt.Sprintf("median of %d", p.Rounds), s.Name,
 			med(rep.values(s, rateIn(ph)), 0, ""), med(rep.values(s, tripsIn(ph)), 2, ""),
 			med(rep.values(s, cmdsIn(ph)), 1, ""), med(rep.values(s, cpuIn(ph)), 1, ""))
+		line += "  " + med(rep.values(s, clientCPUIn(ph)), 1, "") + " us client CPU/msg"
 		if raw != nil {
-			line += "  " + med(rep.ratios(s, raw, rateIn(ph)), 2, "×") + " raw"
+			line += "  " + med(rep.ratios(s, raw, rateIn(ph)), 2, "×") + " raw (Redis CPU " +
+				med(rep.ratios(s, raw, cpuIn(ph)), 2, "×") + ", client CPU " + med(rep.ratios(s, raw, clientCPUIn(ph)), 2, "×") + ")"
 		}
 		fmt.Println(line)
 	}

@@ -39,7 +39,11 @@ type Throughput struct {
 	// TripsPerMsg is the round trips (client calls: a pipeline is one) the
 	// bench's client made per message, producers and consumers together.
 	TripsPerMsg float64 `json:"round_trips_per_message,omitempty"`
-	TimedOut    bool    `json:"timed_out"`
+	// ClientCPUPerMsg is the bench process's own CPU (user + system, every
+	// goroutine: producers, consumers and the bench's counting) per message,
+	// in microseconds: what the client side costs, beside Redis's CPUPerMsg.
+	ClientCPUPerMsg float64 `json:"client_cpu_us_per_message,omitempty"`
+	TimedOut        bool    `json:"timed_out"`
 }
 
 // Latency summarizes samples, in milliseconds.
