@@ -144,10 +144,14 @@ func TestRetainTrimsByCountAndAge(t *testing.T) {
 		}
 	}
 
-	q2, err := Open(ctx, cl, q.Name()+"-age", Config{Retain: Retention{Max: 100, For: MinDuration}})
+	// For long enough that the fresh record is read well within it (with
+	// For at MinDuration, 10 ms, a loaded CI run under -race read it too
+	// late: "not found"), short enough for the test.
+	const keep = 400 * time.Millisecond
+	q2, err := Open(ctx, cl, q.Name()+"-age", Config{Retain: Retention{Max: 100, For: keep}})
 	require.NoError(t, err)
 	old := ackN(t, ctx, q2, 3)
-	time.Sleep(MinDuration + 20*time.Millisecond)
+	time.Sleep(keep + 20*time.Millisecond)
 	_, err = q2.Result(ctx, old[0])
 	assert.ErrorIs(t, err, ErrNotFound, "past For: not read even before a trim")
 	fresh := ackN(t, ctx, q2, 1)
