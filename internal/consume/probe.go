@@ -362,8 +362,14 @@ func (m *Multi) regroup() {
 	}
 }
 
-// probeChannels probes the shards of channels (just subscribed).
+// probeChannels probes the shards of channels (just subscribed), and has
+// the running deliveries renewed at once: a cancel announced before the
+// subscription took (a message the first probe found, cancelled while its
+// channel was being subscribed) went unheard, and the renewal finds it.
 func (m *Multi) probeChannels(chans []string) {
+	if m.opts.OnCancelled != nil && len(chans) > 0 {
+		m.opts.OnCancelled()
+	}
 	m.mu.Lock()
 	var units []*unit
 	for _, ch := range chans {
