@@ -4,46 +4,12 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
 )
-
-// serverStats is what INFO says about the whole server at one instant.
-type serverStats struct {
-	commands int64   // total_commands_processed (Lua inner calls included)
-	cpu      float64 // used_cpu_sys + used_cpu_user, seconds
-	memory   int64   // used_memory, bytes
-}
-
-func readStats(ctx context.Context, c radix.Client) (serverStats, error) {
-	var info string
-	if err := c.Do(ctx, radix.Cmd(&info, "INFO", "all")); err != nil {
-		return serverStats{}, err
-	}
-	var s serverStats
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "total_commands_processed":
-			s.commands, _ = strconv.ParseInt(v, 10, 64)
-		case "used_cpu_sys", "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			s.cpu += f
-		case "used_memory":
-			s.memory, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return s, nil
-}
 
 // counter records what consumers handled: how many, which sequence numbers
 // more than once, and when the expected total arrived.
@@ -153,14 +119,12 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 	errc := make(chan error, 1)
 	go func() { errc <- s.Consume(cctx, workers, batch, cnt.handle) }()
 	time.Sleep(100 * time.Millisecond) // consumers are waiting before work arrives
-	tripsBefore := tripsOf(c)
-	before, err := readStats(ctx, c)
+	m, err := startMeter(ctx, c)
 	if err != nil {
 		stop()
 		return throughput{}, err
 	}
 	start := time.Now()
-	cpuBefore := processCPU()
 	pctx, pstop := context.WithTimeout(ctx, limit)
 	perr := make(chan error, 1)
 	go func() { perr <- produce(pctx, s, n, producers, prodBatch) }()
@@ -171,9 +135,7 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 		timedOut = true
 	}
 	elapsed := time.Since(start)
-	clientCPU := processCPU() - cpuBefore
-	trips := tripsOf(c) - tripsBefore
-	after, err := readStats(ctx, c)
+	cost, err := m.stop(ctx)
 	pstop()
 	stop()
 	cerr := <-errc
@@ -188,31 +150,8 @@ func endToEnd(ctx context.Context, c radix.Client, s system, n, producers, prodB
 	}
 	handled := cnt.n.Load()
 	t := throughput{Handled: handled, Target: n, Seconds: elapsed.Seconds(), Duplicates: cnt.dups.Load(), TimedOut: timedOut}
-	if handled > 0 {
-		t.Rate = float64(handled) / elapsed.Seconds()
-		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
-		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
-		t.TripsPerMsg = float64(trips-1) / float64(handled) // less the INFO before
-		t.ClientCPUPerMsg = clientCPU.Seconds() * 1e6 / float64(handled)
-	}
+	cost.fill(&t)
 	return t, nil
-}
-
-// processCPU is the CPU time (user + system) this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// tripsOf is how many calls c made so far, if it counts them (0 if not).
-func tripsOf(c radix.Client) int64 {
-	if cc, ok := c.(*countingClient); ok {
-		return cc.n.Load()
-	}
-	return 0
 }
 
 // drain enqueues n messages first (batches of 1,000, levels spread), then
@@ -227,31 +166,21 @@ func drain(ctx context.Context, c radix.Client, s system, n, workers int, limit 
 		return throughput{}, err
 	}
 	cnt := newCounter(n)
-	before, err := readStats(ctx, c)
+	m, err := startMeter(ctx, c)
 	if err != nil {
 		return throughput{}, err
 	}
-	tripsBefore := tripsOf(c)
-	cpuBefore := processCPU()
 	took, err := consumeUntil(ctx, s, workers, 1, cnt, limit)
 	if err != nil {
 		return throughput{}, err
 	}
-	clientCPU := processCPU() - cpuBefore
-	trips := tripsOf(c) - tripsBefore
-	after, err := readStats(ctx, c)
+	cost, err := m.stop(ctx)
 	if err != nil {
 		return throughput{}, err
 	}
 	handled := cnt.n.Load()
 	t := throughput{Handled: handled, Target: n, Seconds: took.Seconds(), Duplicates: cnt.dups.Load(), TimedOut: handled < int64(n)}
-	if handled > 0 {
-		t.Rate = float64(handled) / took.Seconds()
-		t.CmdsPerMsg = float64(after.commands-before.commands-1) / float64(handled)
-		t.TripsPerMsg = float64(trips) / float64(handled)
-		t.CPUPerMsg = (after.cpu - before.cpu) * 1e6 / float64(handled)
-		t.ClientCPUPerMsg = clientCPU.Seconds() * 1e6 / float64(handled)
-	}
+	cost.fill(&t)
 	return t, nil
 }
 
