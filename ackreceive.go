@@ -2,7 +2,6 @@ package prioq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prioq/prioq/internal/consume"
@@ -74,9 +73,7 @@ func (c *Consumer) ackRiding(ctx context.Context, done *Message) (m *Message, er
 	ro := &rideOutcome{done: make(chan struct{})}
 	ride := consume.Ride{Req: done.d.Req(), Done: func(err error) {
 		ro.err = err
-		if err == nil || errors.Is(err, ErrNotReplicated) {
-			done.finished.CompareAndSwap(0, int32(OutcomeAcked))
-		}
+		done.ackedIf(err)
 		close(ro.done)
 		if err != nil {
 			stop()

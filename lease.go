@@ -49,13 +49,23 @@ func (m *Message) Ack(ctx context.Context) error {
 	} else {
 		err = m.d.Shard().Ack(ctx, m.d.Req())
 	}
-	if err == nil || errors.Is(err, ErrNotReplicated) {
-		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+	if m.ackedIf(err) {
 		if !m.keepsRecord() {
 			m.dropProgress(ctx)
 		}
 	}
 	return err
+}
+
+// ackedIf records that an ack of m was made when its outcome err says so
+// (nil, or ErrNotReplicated: made, not confirmed), and reports whether it
+// did: Ack, Run and AckBatch then leave m alone.
+func (m *Message) ackedIf(err error) bool {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return false
+	}
+	m.finished.CompareAndSwap(0, int32(OutcomeAcked))
+	return true
 }
 
 // waitRide waits for the outcome of an ack of m riding on a take
@@ -185,9 +195,7 @@ func AckBatch(ctx context.Context, msgs ...*Message) []error {
 					reqs[i] = m.d.Req()
 				}
 				for i, err := range s.AckBatch(ctx, reqs) {
-					if err == nil || errors.Is(err, ErrNotReplicated) {
-						group[i].finished.CompareAndSwap(0, int32(OutcomeAcked))
-					}
+					group[i].ackedIf(err)
 					group[i].ackErr = err
 				}
 			}()

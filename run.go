@@ -169,9 +169,7 @@ func (a runAck) ride(m *Message) (ok bool, err error) {
 	}
 	a.free()
 	err = <-ch
-	if err == nil || errors.Is(err, ErrNotReplicated) {
-		m.finished.CompareAndSwap(0, int32(OutcomeAcked))
-	}
+	m.ackedIf(err)
 	return true, err
 }
 

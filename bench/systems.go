@@ -194,42 +194,15 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 				_ = cons.Close(cctx)
 				cancel()
 			}()
-			var done *prioq.Message // AtLeastOnce single calls: acked by the next call
-			for {
-				var msgs []*prioq.Message
-				var err error
-				if batch == 1 && s.mode == prioq.AtLeastOnce {
-					var m *prioq.Message
-					if done == nil {
-						m, err = cons.Receive(ctx)
-					} else {
-						m, err = cons.AckAndReceive(ctx, done)
-					}
-					if err == nil {
-						done, msgs = m, []*prioq.Message{m}
-					} else if done != nil {
-						// Nil at once if the call acked it.
-						_ = done.Ack(context.Background())
-					}
-				} else {
-					msgs, err = cons.ReceiveBatch(ctx, batch)
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-					}
-					return
-				}
-				for _, m := range msgs {
-					handle(m.Payload)
-				}
-				if s.mode == prioq.AtLeastOnce && done == nil {
-					for _, err := range prioq.AckBatch(context.Background(), msgs...) {
-						if err != nil {
-							firstErr.CompareAndSwap(nil, err)
-						}
-					}
-				}
+			report := func(err error) { firstErr.CompareAndSwap(nil, err) }
+			var err error
+			if batch == 1 && s.mode == prioq.AtLeastOnce {
+				err = singleCalls(ctx, cons, handle)
+			} else {
+				err = batchCalls(ctx, cons, batch, s.mode, handle, report)
+			}
+			if err != nil && ctx.Err() == nil {
+				report(err)
 			}
 		}()
 	}
@@ -238,6 +211,45 @@ func (s *prioqSystem) Consume(ctx context.Context, workers, batch int, handle fu
 		return err
 	}
 	return nil
+}
+
+// singleCalls is one consumer's loop of AtLeastOnce single calls: each
+// message acked by the call that receives the next (AckAndReceive). It
+// returns the error that ended it.
+func singleCalls(ctx context.Context, cons *prioq.Consumer, handle func([]byte)) error {
+	m, err := cons.Receive(ctx)
+	for err == nil {
+		handle(m.Payload)
+		next, aerr := cons.AckAndReceive(ctx, m)
+		if aerr != nil {
+			_ = m.Ack(context.Background()) // nil at once if the call acked it
+			return aerr
+		}
+		m = next
+	}
+	return err
+}
+
+// batchCalls is one consumer's loop of ReceiveBatch (and AckBatch for
+// AtLeastOnce, whose failures go to report); it returns the error that
+// ended it.
+func batchCalls(ctx context.Context, cons *prioq.Consumer, batch int, mode prioq.Mode, handle func([]byte), report func(error)) error {
+	for {
+		msgs, err := cons.ReceiveBatch(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			handle(m.Payload)
+		}
+		if mode == prioq.AtLeastOnce {
+			for _, err := range prioq.AckBatch(context.Background(), msgs...) {
+				if err != nil {
+					report(err)
+				}
+			}
+		}
+	}
 }
 
 // consumeRun runs s.run consumers, each Run with Concurrency workers/s.run.

@@ -77,7 +77,7 @@ func (s *Shard) takeRiding(ctx context.Context, a takeArgs, acks []AckReq) (take
 		cmdArgs := make([]string, 0, 3+len(tc.keys)+len(tc.args))
 		cmdArgs = append(cmdArgs, first, strconv.Itoa(len(tc.keys)+1))
 		cmdArgs = append(append(append(cmdArgs, tc.keys...), s.k.fence), tc.args...)
-		keys := append(append(make([]string, 0, len(tc.keys)+1), tc.keys...), s.k.fence)
+		keys := cmdArgs[2 : 3+len(tc.keys)] // the take's keys and the fence
 		errs, werr := s.ackPipelined(ctx, reqsAt(acks, ride), keyedCmd{radix.Cmd(rep, cmd, cmdArgs...), keys})
 		for j, err := range errs {
 			ackErrs[ride[j]] = err
